@@ -1,0 +1,252 @@
+//! Configuration: the TOML file (`config/example.toml` documents every key), validated once
+//! into a [`Config`] that the rest of the proxy trusts without checking again.
+//!
+//! Parsing is strict: unknown keys are errors, and every error names the file, the line and
+//! the key (`config/demo.toml:42: channels[1].code: ...`).
+
+mod raw;
+mod validate;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::id::IdLayout;
+
+/// A channel, by its position in [`Config::channels`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChannelId(pub u8);
+
+/// A datasource, by its position in [`Config::datasources`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DatasourceId(pub u16);
+
+/// A binding table, by its position in [`Sharding::binding_tables`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableId(pub u8);
+
+/// A configuration error: where it is and what is wrong.
+#[derive(Debug, Error)]
+#[error("{origin}{line}: {message}", line = .line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ConfigError {
+    /// The file (or other origin) the text came from.
+    pub origin: String,
+    /// 1-based line of the offending key, when known.
+    pub line: Option<usize>,
+    /// What is wrong, starting with the key.
+    pub message: String,
+}
+
+/// The validated configuration of one proxy process.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The MySQL listener and what it advertises.
+    pub server: ServerConfig,
+    /// Accounts clients log in with.
+    pub users: Vec<User>,
+    /// MySQL servers, each with its own pool.
+    pub datasources: Vec<Datasource>,
+    /// Bit layout of order ids (SPEC §2).
+    pub layout: IdLayout,
+    /// How far in the future an embedded timestamp may lie and still decode.
+    pub clock_skew: Duration,
+    /// Channels, indexed by [`ChannelId`].
+    pub channels: Vec<Channel>,
+    /// Region code (upper case) -> channel.
+    pub regions: HashMap<String, ChannelId>,
+    /// Sharded tables and the shard map.
+    pub sharding: Sharding,
+    /// The index table of legacy ids (SPEC §4.3).
+    pub index: IndexTable,
+    /// The in-process cache of index answers.
+    pub cache: CacheConfig,
+}
+
+/// The MySQL listener.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on; default port 3307.
+    pub listen: SocketAddr,
+    /// Version string sent in the handshake.
+    pub server_version: String,
+    /// Largest packet accepted from a client or a backend, in bytes (default 64 MiB).
+    pub max_packet_size: usize,
+    /// Statement shapes whose analysis is kept for reuse (default 10,000).
+    pub analysis_cache_capacity: u64,
+}
+
+/// A client account (mysql_native_password).
+#[derive(Debug, Clone)]
+pub struct User {
+    /// Login name.
+    pub name: String,
+    /// Password in clear; only its scramble crosses the wire.
+    pub password: String,
+}
+
+/// A MySQL server the proxy connects to, and its pool settings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Datasource {
+    /// Name used in the shard map (`ds0`).
+    pub name: String,
+    /// `host:port`.
+    pub address: String,
+    /// Backend account.
+    pub user: String,
+    /// Backend password.
+    pub password: String,
+    /// Database its connections select at connect, if any.
+    pub database: Option<String>,
+    /// Largest number of connections in each of its pools (default 32).
+    pub pool_size: u32,
+    /// Bound on opening one backend connection, handshake included (default 2 s).
+    pub connect_timeout: Duration,
+    /// Bound on waiting for a pooled connection (default 5 s).
+    pub checkout_timeout: Duration,
+    /// Idle connections are closed after this long (default 10 min).
+    pub idle_timeout: Duration,
+}
+
+/// A channel: a group of `shards_per_channel` consecutive shards.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Channel {
+    /// Name as stored in the `channel` columns (`EU_CHANNEL`).
+    pub name: String,
+    /// Route key code carried in new order ids (1..2^route_key_bits-1).
+    pub code: u8,
+    /// First shard of the channel.
+    pub base_shard: u32,
+    /// When the channel's generator switched to route-key ids, Unix ms. Ids of this code
+    /// with an earlier timestamp are legacy ids (SPEC §4.1).
+    pub route_key_since_ms: u64,
+}
+
+/// The sharded tables and where each shard lives.
+#[derive(Debug, Clone)]
+pub struct Sharding {
+    /// The database clients see (`orders`).
+    pub logical_database: String,
+    /// Where unsharded tables live.
+    pub default_datasource: DatasourceId,
+    /// Shards per channel (default 4): `shard = base_shard + order_id mod n`.
+    pub shards_per_channel: u32,
+    /// Logical names (lower case) of the binding tables, indexed by [`TableId`].
+    pub binding_tables: Vec<String>,
+    /// The shard key column (lower case, default `order_id`).
+    pub shard_key: String,
+    /// Column holding the channel name (lower case, default `channel`).
+    pub channel_column: String,
+    /// Column holding the region code (lower case, default `region`).
+    pub region_column: String,
+    /// Indexed by shard number.
+    pub shards: Vec<Shard>,
+    /// Changes whenever the shard map changes; part of every cache key.
+    pub shard_map_version: u64,
+}
+
+/// Where one shard lives.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shard {
+    /// Its datasource.
+    pub datasource: DatasourceId,
+    /// Physical database.
+    pub database: String,
+    /// Physical table names, indexed by [`TableId`].
+    pub tables: Vec<String>,
+}
+
+/// The index table: `order_id -> channel name`, on the meta datasource.
+#[derive(Debug, Clone)]
+pub struct IndexTable {
+    /// The meta datasource.
+    pub datasource: DatasourceId,
+    /// Its database.
+    pub database: String,
+    /// Its table.
+    pub table: String,
+    /// Order id column.
+    pub order_id_column: String,
+    /// Channel name column.
+    pub channel_column: String,
+    /// Bound on one lookup or insert (default 2 s).
+    pub timeout: Duration,
+}
+
+/// Cache of index-table answers (SPEC §4.3, layer 0).
+#[derive(Debug, Clone)]
+pub struct CacheConfig {
+    /// Entries kept (default 1,000,000).
+    pub capacity: u64,
+    /// Lifetime of a found channel (default 1 h).
+    pub ttl: Duration,
+    /// Lifetime of a "not in the index" answer (default 2 s).
+    pub negative_ttl: Duration,
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            origin: origin.clone(),
+            line: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::from_toml(&text, &origin)
+    }
+
+    /// Parses and validates TOML text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        validate::validate(text, origin)
+    }
+
+    /// The channel with this name, compared as MySQL's `_ci` collations do.
+    pub fn channel_by_name(&self, name: &str) -> Option<ChannelId> {
+        self.channels
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name.trim_end()))
+            .map(|i| ChannelId(i as u8))
+    }
+
+    /// The channel a region code maps to.
+    pub fn channel_by_region(&self, region: &str) -> Option<ChannelId> {
+        self.regions
+            .get(&region.trim_end().to_ascii_uppercase())
+            .copied()
+    }
+
+    /// One channel.
+    pub fn channel(&self, id: ChannelId) -> &Channel {
+        &self.channels[usize::from(id.0)]
+    }
+
+    /// One datasource.
+    pub fn datasource(&self, id: DatasourceId) -> &Datasource {
+        &self.datasources[usize::from(id.0)]
+    }
+
+    /// The shard holding `order_id` within `channel` (SPEC §3), unsigned arithmetic.
+    #[inline]
+    pub fn shard_of(&self, channel: ChannelId, order_id: u64) -> u32 {
+        let n = u64::from(self.sharding.shards_per_channel);
+        // The remainder is below shards_per_channel, a u32.
+        self.channel(channel).base_shard + (order_id % n) as u32
+    }
+
+    /// A binding table by its logical name (case-insensitive).
+    pub fn binding_table(&self, name: &str) -> Option<TableId> {
+        self.sharding
+            .binding_tables
+            .iter()
+            .position(|t| t.eq_ignore_ascii_case(name))
+            .map(|i| TableId(i as u8))
+    }
+
+    /// The user with this name.
+    pub fn user(&self, name: &str) -> Option<&User> {
+        self.users.iter().find(|u| u.name == name)
+    }
+}

@@ -1,0 +1,248 @@
+//! The TOML file as written: serde types with `deny_unknown_fields`. Validation into
+//! [`super::Config`] happens in `super::validate`; nothing else reads these types.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub server: RawServer,
+    #[serde(default)]
+    pub users: Vec<RawUser>,
+    pub datasources: BTreeMap<String, RawDatasource>,
+    #[serde(default)]
+    pub id: RawId,
+    pub channels: Vec<RawChannel>,
+    #[serde(default)]
+    pub regions: BTreeMap<String, Spanned<String>>,
+    pub sharding: RawSharding,
+    pub index: RawIndex,
+    #[serde(default)]
+    pub cache: RawCache,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub listen: Spanned<String>,
+    #[serde(default = "default_server_version")]
+    pub server_version: String,
+    #[serde(default = "default_max_packet_size")]
+    pub max_packet_size: usize,
+    #[serde(default = "default_analysis_cache")]
+    pub analysis_cache_capacity: u64,
+}
+
+fn default_server_version() -> String {
+    "10.11.0-MariaDB-routekey-proxy".to_owned()
+}
+
+fn default_max_packet_size() -> usize {
+    64 * 1024 * 1024
+}
+
+fn default_analysis_cache() -> u64 {
+    10_000
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUser {
+    pub name: String,
+    pub password: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDatasource {
+    pub address: Spanned<String>,
+    pub user: String,
+    #[serde(default)]
+    pub password: String,
+    pub database: Option<String>,
+    #[serde(default = "default_pool_size")]
+    pub pool_size: u32,
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    #[serde(default = "default_checkout_timeout", with = "humantime_serde")]
+    pub checkout_timeout: Duration,
+    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+}
+
+fn default_pool_size() -> u32 {
+    32
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+
+fn default_checkout_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(600)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawId {
+    #[serde(default = "default_epoch")]
+    pub epoch: Spanned<String>,
+    #[serde(default = "default_timestamp_bits")]
+    pub timestamp_bits: u8,
+    #[serde(default = "default_worker_bits")]
+    pub worker_bits: u8,
+    #[serde(default = "default_route_key_bits")]
+    pub route_key_bits: u8,
+    #[serde(default = "default_sequence_bits")]
+    pub sequence_bits: u8,
+    #[serde(default = "default_clock_skew", with = "humantime_serde")]
+    pub clock_skew: Duration,
+}
+
+impl Default for RawId {
+    fn default() -> Self {
+        Self {
+            epoch: default_epoch(),
+            timestamp_bits: default_timestamp_bits(),
+            worker_bits: default_worker_bits(),
+            route_key_bits: default_route_key_bits(),
+            sequence_bits: default_sequence_bits(),
+            clock_skew: default_clock_skew(),
+        }
+    }
+}
+
+fn default_epoch() -> Spanned<String> {
+    Spanned::new(0..0, "2010-11-04T01:42:54.657Z".to_owned())
+}
+
+fn default_timestamp_bits() -> u8 {
+    41
+}
+
+fn default_worker_bits() -> u8 {
+    5
+}
+
+fn default_route_key_bits() -> u8 {
+    4
+}
+
+fn default_sequence_bits() -> u8 {
+    14
+}
+
+fn default_clock_skew() -> Duration {
+    Duration::from_secs(5)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawChannel {
+    pub name: Spanned<String>,
+    pub code: Spanned<u8>,
+    pub base_shard: Spanned<u32>,
+    pub route_key_since: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSharding {
+    pub logical_database: String,
+    pub default_datasource: Spanned<String>,
+    #[serde(default = "default_shards_per_channel")]
+    pub shards_per_channel: Spanned<u32>,
+    pub binding_tables: Spanned<Vec<String>>,
+    #[serde(default = "default_shard_key")]
+    pub shard_key: String,
+    #[serde(default = "default_channel_column")]
+    pub channel_column: String,
+    #[serde(default = "default_region_column")]
+    pub region_column: String,
+    pub physical_database: Spanned<String>,
+    pub physical_table: Spanned<String>,
+    pub shards: Vec<RawShardRange>,
+}
+
+fn default_shards_per_channel() -> Spanned<u32> {
+    Spanned::new(0..0, 4)
+}
+
+fn default_shard_key() -> String {
+    "order_id".to_owned()
+}
+
+fn default_channel_column() -> String {
+    "channel".to_owned()
+}
+
+fn default_region_column() -> String {
+    "region".to_owned()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawShardRange {
+    pub first: Spanned<u32>,
+    pub last: Spanned<u32>,
+    pub datasource: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIndex {
+    pub datasource: Spanned<String>,
+    pub database: String,
+    pub table: String,
+    #[serde(default = "default_shard_key")]
+    pub order_id_column: String,
+    #[serde(default = "default_channel_column")]
+    pub channel_column: String,
+    #[serde(default = "default_index_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+fn default_index_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    #[serde(default = "default_cache_capacity")]
+    pub capacity: u64,
+    #[serde(default = "default_cache_ttl", with = "humantime_serde")]
+    pub ttl: Duration,
+    #[serde(default = "default_negative_ttl", with = "humantime_serde")]
+    pub negative_ttl: Duration,
+}
+
+impl Default for RawCache {
+    fn default() -> Self {
+        Self {
+            capacity: default_cache_capacity(),
+            ttl: default_cache_ttl(),
+            negative_ttl: default_negative_ttl(),
+        }
+    }
+}
+
+fn default_cache_capacity() -> u64 {
+    1_000_000
+}
+
+fn default_cache_ttl() -> Duration {
+    Duration::from_secs(3600)
+}
+
+fn default_negative_ttl() -> Duration {
+    Duration::from_secs(2)
+}

@@ -1,0 +1,511 @@
+//! Turns the raw TOML into a [`Config`], checking everything that serde cannot: references
+//! between sections, unique codes, a complete shard map without overlaps.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::UNIX_EPOCH;
+
+use toml::Spanned;
+
+use super::raw::{RawConfig, RawSharding};
+use super::*;
+
+/// Errors carry the file name and a line computed from a byte offset.
+struct Checker<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Checker<'_> {
+    fn err(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ConfigError {
+        let line = span.filter(|s| s.end > 0).map(|s| {
+            self.text[..s.start.min(self.text.len())]
+                .matches('\n')
+                .count()
+                + 1
+        });
+        ConfigError {
+            origin: self.origin.to_owned(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> ConfigError {
+        self.err(Some(value.span()), message)
+    }
+}
+
+pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    let c = Checker { text, origin };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        // toml's message already names the key and quotes the line; keep only its text.
+        let message = e.message().to_owned();
+        c.err(e.span(), message)
+    })?;
+
+    let server = server(&c, &raw)?;
+    let users = raw
+        .users
+        .iter()
+        .map(|u| User {
+            name: u.name.clone(),
+            password: u.password.clone(),
+        })
+        .collect::<Vec<_>>();
+    if users.is_empty() {
+        return Err(c.err(None, "users: at least one [[users]] entry is required"));
+    }
+    let (datasources, ds_index) = datasources(&c, &raw)?;
+    let layout = layout(&c, &raw)?;
+    let channels = channels(&c, &raw, &layout)?;
+    let regions = regions(&c, &raw, &channels)?;
+    let lookup_ds = |name: &Spanned<String>, key: &str| {
+        ds_index
+            .get(name.get_ref().as_str())
+            .copied()
+            .ok_or_else(|| {
+                c.at(
+                    name,
+                    format!("{key}: unknown datasource `{}`", name.get_ref()),
+                )
+            })
+    };
+    let sharding = sharding(&c, &raw.sharding, &channels, &lookup_ds)?;
+    let index = IndexTable {
+        datasource: lookup_ds(&raw.index.datasource, "index.datasource")?,
+        database: raw.index.database.clone(),
+        table: raw.index.table.clone(),
+        order_id_column: raw.index.order_id_column.clone(),
+        channel_column: raw.index.channel_column.clone(),
+        timeout: raw.index.timeout,
+    };
+    let cache = CacheConfig {
+        capacity: raw.cache.capacity,
+        ttl: raw.cache.ttl,
+        negative_ttl: raw.cache.negative_ttl,
+    };
+    Ok(Config {
+        server,
+        users,
+        datasources,
+        layout,
+        clock_skew: raw.id.clock_skew,
+        channels,
+        regions,
+        sharding,
+        index,
+        cache,
+    })
+}
+
+fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
+    let listen: SocketAddr = raw.server.listen.get_ref().parse().map_err(|_| {
+        c.at(
+            &raw.server.listen,
+            format!(
+                "server.listen: `{}` is not an IP address with a port",
+                raw.server.listen.get_ref()
+            ),
+        )
+    })?;
+    if raw.server.max_packet_size < 1024 * 1024 {
+        return Err(c.err(None, "server.max_packet_size: must be at least 1 MiB"));
+    }
+    Ok(ServerConfig {
+        listen,
+        server_version: raw.server.server_version.clone(),
+        max_packet_size: raw.server.max_packet_size,
+        analysis_cache_capacity: raw.server.analysis_cache_capacity,
+    })
+}
+
+fn datasources(
+    c: &Checker,
+    raw: &RawConfig,
+) -> Result<(Vec<Datasource>, HashMap<String, DatasourceId>), ConfigError> {
+    let mut list = Vec::new();
+    let mut index = HashMap::new();
+    if raw.datasources.is_empty() {
+        return Err(c.err(None, "datasources: at least one datasource is required"));
+    }
+    if raw.datasources.len() > usize::from(u16::MAX) {
+        return Err(c.err(None, "datasources: too many"));
+    }
+    for (name, ds) in &raw.datasources {
+        let address = ds.address.get_ref();
+        let valid = address
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !valid {
+            return Err(c.at(
+                &ds.address,
+                format!("datasources.{name}.address: `{address}` is not host:port"),
+            ));
+        }
+        if ds.pool_size == 0 {
+            return Err(c.at(
+                &ds.address,
+                format!("datasources.{name}.pool_size: must be at least 1"),
+            ));
+        }
+        index.insert(name.clone(), DatasourceId(list.len() as u16));
+        list.push(Datasource {
+            name: name.clone(),
+            address: address.clone(),
+            user: ds.user.clone(),
+            password: ds.password.clone(),
+            database: ds.database.clone(),
+            pool_size: ds.pool_size,
+            connect_timeout: ds.connect_timeout,
+            checkout_timeout: ds.checkout_timeout,
+            idle_timeout: ds.idle_timeout,
+        });
+    }
+    Ok((list, index))
+}
+
+fn unix_ms(c: &Checker, value: &Spanned<String>, key: &str) -> Result<u64, ConfigError> {
+    let t = humantime::parse_rfc3339_weak(value.get_ref()).map_err(|e| {
+        c.at(
+            value,
+            format!(
+                "{key}: `{}` is not an RFC 3339 UTC time ({e})",
+                value.get_ref()
+            ),
+        )
+    })?;
+    let ms = t
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| c.at(value, format!("{key}: before 1970")))?
+        .as_millis();
+    u64::try_from(ms).map_err(|_| c.at(value, format!("{key}: out of range")))
+}
+
+fn layout(c: &Checker, raw: &RawConfig) -> Result<IdLayout, ConfigError> {
+    let epoch = unix_ms(c, &raw.id.epoch, "id.epoch")?;
+    IdLayout::new(
+        raw.id.timestamp_bits,
+        raw.id.worker_bits,
+        raw.id.route_key_bits,
+        raw.id.sequence_bits,
+        epoch,
+    )
+    .map_err(|e| c.err(None, format!("id: {e}")))
+}
+
+fn channels(c: &Checker, raw: &RawConfig, layout: &IdLayout) -> Result<Vec<Channel>, ConfigError> {
+    let mut out: Vec<Channel> = Vec::new();
+    if raw.channels.is_empty() {
+        return Err(c.err(
+            None,
+            "channels: at least one [[channels]] entry is required",
+        ));
+    }
+    if raw.channels.len() > 255 {
+        return Err(c.err(None, "channels: at most 255"));
+    }
+    let max_code = (1u16 << layout.route_key_bits()) - 1;
+    for (i, ch) in raw.channels.iter().enumerate() {
+        let key = format!("channels[{i}]");
+        let name = ch.name.get_ref().trim();
+        if name.is_empty() {
+            return Err(c.at(&ch.name, format!("{key}.name: empty")));
+        }
+        if let Some(other) = out.iter().find(|o| o.name.eq_ignore_ascii_case(name)) {
+            return Err(c.at(
+                &ch.name,
+                format!(
+                    "{key}.name: `{name}` is already defined (as `{}`)",
+                    other.name
+                ),
+            ));
+        }
+        let code = *ch.code.get_ref();
+        if code == 0 || u16::from(code) > max_code {
+            return Err(c.at(
+                &ch.code,
+                format!("{key}.code: {code} is not in 1..={max_code} (0 means no region)"),
+            ));
+        }
+        if let Some(other) = out.iter().find(|o| o.code == code) {
+            return Err(c.at(
+                &ch.code,
+                format!("{key}.code: {code} is already used by {}", other.name),
+            ));
+        }
+        let since = unix_ms(c, &ch.route_key_since, &format!("{key}.route_key_since"))?;
+        if since < layout.epoch_ms() {
+            return Err(c.at(
+                &ch.route_key_since,
+                format!("{key}.route_key_since: before the id epoch"),
+            ));
+        }
+        out.push(Channel {
+            name: name.to_owned(),
+            code,
+            base_shard: *ch.base_shard.get_ref(),
+            route_key_since_ms: since,
+        });
+    }
+    Ok(out)
+}
+
+fn regions(
+    c: &Checker,
+    raw: &RawConfig,
+    channels: &[Channel],
+) -> Result<HashMap<String, ChannelId>, ConfigError> {
+    let mut out = HashMap::new();
+    for (region, channel) in &raw.regions {
+        let id = channels
+            .iter()
+            .position(|ch| ch.name.eq_ignore_ascii_case(channel.get_ref()))
+            .ok_or_else(|| {
+                c.at(
+                    channel,
+                    format!("regions.{region}: unknown channel `{}`", channel.get_ref()),
+                )
+            })?;
+        if out
+            .insert(region.to_ascii_uppercase(), ChannelId(id as u8))
+            .is_some()
+        {
+            return Err(c.at(
+                channel,
+                format!("regions.{region}: defined twice (regions are case-insensitive)"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn sharding(
+    c: &Checker,
+    raw: &RawSharding,
+    channels: &[Channel],
+    lookup_ds: &dyn Fn(&Spanned<String>, &str) -> Result<DatasourceId, ConfigError>,
+) -> Result<Sharding, ConfigError> {
+    let per_channel = *raw.shards_per_channel.get_ref();
+    if per_channel == 0 {
+        return Err(c.at(
+            &raw.shards_per_channel,
+            "sharding.shards_per_channel: must be at least 1",
+        ));
+    }
+    let tables: Vec<String> = raw
+        .binding_tables
+        .get_ref()
+        .iter()
+        .map(|t| t.to_ascii_lowercase())
+        .collect();
+    if tables.is_empty() || tables.len() > 255 {
+        return Err(c.at(
+            &raw.binding_tables,
+            "sharding.binding_tables: between 1 and 255 tables",
+        ));
+    }
+    for (i, t) in tables.iter().enumerate() {
+        if tables[..i].contains(t) {
+            return Err(c.at(
+                &raw.binding_tables,
+                format!("sharding.binding_tables: `{t}` listed twice"),
+            ));
+        }
+    }
+
+    // Channel ranges must not overlap.
+    let mut used: BTreeMap<u32, &str> = BTreeMap::new();
+    for ch in channels {
+        let end = ch.base_shard.checked_add(per_channel).ok_or_else(|| {
+            c.err(
+                None,
+                format!("channels: {} base_shard is too large", ch.name),
+            )
+        })?;
+        for shard in ch.base_shard..end {
+            if let Some(other) = used.insert(shard, &ch.name) {
+                return Err(c.err(
+                    None,
+                    format!(
+                        "channels: shard {shard} belongs to both {other} and {} (base_shard + shards_per_channel ranges overlap)",
+                        ch.name
+                    ),
+                ));
+            }
+        }
+    }
+    let shard_count = used.keys().next_back().map_or(0, |s| s + 1);
+
+    // Shard ranges: no overlap, every channel shard mapped.
+    let mut owner: Vec<Option<DatasourceId>> = vec![None; shard_count as usize];
+    for (i, range) in raw.shards.iter().enumerate() {
+        let key = format!("sharding.shards[{i}]");
+        let (first, last) = (*range.first.get_ref(), *range.last.get_ref());
+        if first > last {
+            return Err(c.at(
+                &range.first,
+                format!("{key}: first {first} is after last {last}"),
+            ));
+        }
+        let ds = lookup_ds(&range.datasource, &format!("{key}.datasource"))?;
+        for shard in first..=last {
+            if shard >= shard_count {
+                return Err(c.at(
+                    &range.last,
+                    format!("{key}: shard {shard} belongs to no channel"),
+                ));
+            }
+            let slot = &mut owner[shard as usize];
+            if slot.is_some() {
+                return Err(c.at(
+                    &range.first,
+                    format!("{key}: shard {shard} is mapped twice (overlapping ranges)"),
+                ));
+            }
+            *slot = Some(ds);
+        }
+    }
+    let mut shards = Vec::with_capacity(shard_count as usize);
+    for (shard, ds) in owner.iter().enumerate() {
+        let shard = shard as u32;
+        let ds = match ds {
+            Some(ds) => *ds,
+            None if used.contains_key(&shard) => {
+                return Err(c.err(
+                    None,
+                    format!(
+                        "sharding.shards: shard {shard} ({}) is not mapped to a datasource",
+                        used[&shard]
+                    ),
+                ));
+            }
+            None => DatasourceId(u16::MAX), // a gap between channels: never routed to
+        };
+        let database = expand(raw.physical_database.get_ref(), "", shard);
+        let physical = tables
+            .iter()
+            .map(|t| expand(raw.physical_table.get_ref(), t, shard))
+            .collect();
+        shards.push(Shard {
+            datasource: ds,
+            database,
+            tables: physical,
+        });
+    }
+    let pattern_has_shard = raw.physical_database.get_ref().contains("{shard}")
+        || raw.physical_table.get_ref().contains("{shard}");
+    if !pattern_has_shard && shard_count > 1 {
+        return Err(c.at(
+            &raw.physical_table,
+            "sharding.physical_table: `{shard}` must appear in physical_database or physical_table",
+        ));
+    }
+    if !raw.physical_table.get_ref().contains("{table}") && tables.len() > 1 {
+        return Err(c.at(
+            &raw.physical_table,
+            "sharding.physical_table: `{table}` must appear with more than one binding table",
+        ));
+    }
+    let default_datasource = lookup_ds(&raw.default_datasource, "sharding.default_datasource")?;
+
+    let mut hasher = DefaultHasher::new();
+    (per_channel, &shards, channels).hash(&mut hasher);
+    Ok(Sharding {
+        logical_database: raw.logical_database.clone(),
+        default_datasource,
+        shards_per_channel: per_channel,
+        binding_tables: tables,
+        shard_key: raw.shard_key.to_ascii_lowercase(),
+        channel_column: raw.channel_column.to_ascii_lowercase(),
+        region_column: raw.region_column.to_ascii_lowercase(),
+        shards,
+        shard_map_version: hasher.finish(),
+    })
+}
+
+/// `{table}` and `{shard}` substituted.
+fn expand(pattern: &str, table: &str, shard: u32) -> String {
+    pattern
+        .replace("{table}", table)
+        .replace("{shard}", &shard.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEMO: &str = include_str!("../../config/demo.toml");
+
+    #[test]
+    fn demo_config_is_valid() {
+        let config = Config::from_toml(DEMO, "demo.toml").unwrap();
+        assert_eq!(config.channels.len(), 5);
+        assert_eq!(config.sharding.shards.len(), 20);
+        let eu = config.channel_by_name("eu_channel").unwrap();
+        assert_eq!(config.shard_of(eu, 7), 3);
+        assert_eq!(config.channel_by_region("gb"), Some(eu));
+        assert_eq!(config.sharding.shards[3].tables[0], "t_order_3");
+    }
+
+    #[test]
+    fn example_config_is_valid() {
+        Config::from_toml(include_str!("../../config/example.toml"), "example.toml").unwrap();
+    }
+
+    fn with(from: &str, to: &str) -> String {
+        assert!(DEMO.contains(from), "demo.toml lacks {from:?}");
+        DEMO.replacen(from, to, 1)
+    }
+
+    fn error(text: &str) -> String {
+        Config::from_toml(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_a_line() {
+        let e = error(&with("[server]\n", "[server]\nlisten_adress = \"x\"\n"));
+        assert!(e.starts_with("t.toml:"), "{e}");
+        assert!(e.contains("listen_adress"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_codes_are_refused_with_the_line() {
+        let e = error(&with("code = 2", "code = 5"));
+        assert!(e.contains("already used by EU_CHANNEL"), "{e}");
+        let line = DEMO.lines().position(|l| l.contains("code = 2")).unwrap() + 1;
+        assert!(e.starts_with(&format!("t.toml:{line}:")), "{e}");
+    }
+
+    #[test]
+    fn unmapped_and_overlapping_shards_are_refused() {
+        let e = error(&with("first = 10", "first = 11"));
+        assert!(e.contains("shard 10"), "{e}");
+        let e = error(&with("first = 10", "first = 9"));
+        assert!(e.contains("mapped twice"), "{e}");
+        let e = error(&with("base_shard = 4", "base_shard = 2"));
+        assert!(e.contains("overlap"), "{e}");
+    }
+
+    #[test]
+    fn unknown_references_are_refused() {
+        let e = error(&with(
+            "default_datasource = \"ds0\"",
+            "default_datasource = \"nope\"",
+        ));
+        assert!(e.contains("unknown datasource `nope`"), "{e}");
+        let e = error(&with("GB = \"EU_CHANNEL\"", "GB = \"EU\""));
+        assert!(e.contains("unknown channel `EU`"), "{e}");
+    }
+
+    #[test]
+    fn route_key_since_is_required_and_parsed() {
+        let e = error(&DEMO.replacen("route_key_since = \"2024-01-01T00:00:00Z\"\n", "", 1));
+        assert!(e.contains("route_key_since"), "{e}");
+        let e = error(&with("2024-01-01T00:00:00Z", "yesterday"));
+        assert!(e.contains("RFC 3339"), "{e}");
+    }
+}

@@ -1,0 +1,136 @@
+//! Errors of every layer, each mapping to the MySQL error a client receives.
+//!
+//! Backend errors keep their own code, SQLSTATE and message. The proxy's own errors use
+//! MySQL codes chosen to say what happened (the table is in `docs/errors.md`).
+
+use thiserror::Error;
+
+/// ER_NOT_SUPPORTED_YET: a statement the proxy does not route (yet).
+pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
+/// ER_NO_PARTITION_FOR_GIVEN_VALUE: a write the proxy cannot place on a shard.
+pub const ER_NO_PARTITION_FOR_GIVEN_VALUE: u16 = 1526;
+/// ER_TRUNCATED_WRONG_VALUE: an order id that is not a decimal integer.
+pub const ER_TRUNCATED_WRONG_VALUE: u16 = 1292;
+/// ER_CONNECT_TO_FOREIGN_DATA_SOURCE: a datasource (or the index table) is unreachable.
+pub const ER_CONNECT_TO_FOREIGN_DATA_SOURCE: u16 = 1429;
+/// ER_ACCESS_DENIED_ERROR.
+pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
+/// ER_UNKNOWN_COM_ERROR: a protocol command the proxy does not serve.
+pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
+/// ER_UNKNOWN_CHARACTER_SET: a client character set the proxy refuses.
+pub const ER_UNKNOWN_CHARACTER_SET: u16 = 1115;
+/// ER_PARSE_ERROR.
+pub const ER_PARSE_ERROR: u16 = 1064;
+/// ER_NO_SUCH_THREAD: KILL of a connection id the client may not kill.
+pub const ER_NO_SUCH_THREAD: u16 = 1094;
+/// ER_NET_PACKET_TOO_LARGE.
+pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
+/// ER_NO_DB_ERROR.
+pub const ER_NO_DB_ERROR: u16 = 1046;
+/// ER_UNKNOWN_ERROR: a fault inside the proxy.
+pub const ER_UNKNOWN_ERROR: u16 = 1105;
+
+/// An error that reaches the client as a MySQL error packet.
+#[derive(Debug, Clone, Error)]
+pub enum ProxyError {
+    /// The client's statement is refused or invalid; the session continues.
+    #[error("{message}")]
+    Client {
+        /// MySQL error code.
+        code: u16,
+        /// SQLSTATE.
+        state: [u8; 5],
+        /// Message.
+        message: String,
+    },
+    /// The backend refused the statement: its error, unchanged.
+    #[error("backend error {code}: {}", String::from_utf8_lossy(.message))]
+    Backend {
+        /// Backend error code.
+        code: u16,
+        /// Backend SQLSTATE.
+        state: [u8; 5],
+        /// Backend message bytes.
+        message: Vec<u8>,
+    },
+    /// A datasource or the index table cannot be reached in time.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The connection to the client or a backend failed mid-command.
+    #[error("i/o: {0}")]
+    Io(String),
+    /// A fault in the proxy itself.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ProxyError {
+    /// A client-side error with a code and SQLSTATE.
+    pub fn client(code: u16, state: &[u8; 5], message: impl Into<String>) -> Self {
+        Self::Client {
+            code,
+            state: *state,
+            message: message.into(),
+        }
+    }
+
+    /// A statement the proxy does not route yet.
+    pub fn not_yet(what: impl std::fmt::Display) -> Self {
+        Self::client(
+            ER_NOT_SUPPORTED_YET,
+            b"42000",
+            format!("routekey-proxy doesn't yet support {what}"),
+        )
+    }
+
+    /// A statement the proxy will not run.
+    pub fn unsupported(what: impl std::fmt::Display) -> Self {
+        Self::client(
+            ER_NOT_SUPPORTED_YET,
+            b"42000",
+            format!("routekey-proxy does not support {what}"),
+        )
+    }
+
+    /// A write the proxy cannot place on a shard.
+    pub fn unroutable(message: impl Into<String>) -> Self {
+        Self::client(ER_NO_PARTITION_FOR_GIVEN_VALUE, b"HY000", message)
+    }
+
+    /// Code, SQLSTATE and message of the error packet.
+    pub fn to_packet_parts(&self) -> (u16, [u8; 5], Vec<u8>) {
+        match self {
+            Self::Client {
+                code,
+                state,
+                message,
+            } => (*code, *state, message.clone().into_bytes()),
+            Self::Backend {
+                code,
+                state,
+                message,
+            } => (*code, *state, message.clone()),
+            Self::Unavailable(m) => (
+                ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+                *b"HY000",
+                format!("Unable to connect to foreign data source: {m}").into_bytes(),
+            ),
+            Self::Io(m) => (
+                ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+                *b"HY000",
+                format!("Lost connection to a backend: {m}").into_bytes(),
+            ),
+            Self::Internal(m) => (
+                ER_UNKNOWN_ERROR,
+                *b"HY000",
+                format!("routekey-proxy internal error: {m}").into_bytes(),
+            ),
+        }
+    }
+}
+
+impl From<crate::route::index::IndexError> for ProxyError {
+    fn from(e: crate::route::index::IndexError) -> Self {
+        Self::Unavailable(e.to_string())
+    }
+}

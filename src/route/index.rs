@@ -1,0 +1,219 @@
+//! Layer 3 (the index table, `order_id -> channel` on the meta datasource) and layer 0
+//! (the in-process cache of its answers), SPEC §4.3.
+//!
+//! The index is reached through the [`IndexTable`] trait, so the router is tested with an
+//! in-memory table; [`MysqlIndexTable`] is the real one, on mysql_async (the control path).
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use thiserror::Error;
+
+use crate::config::{ChannelId, Config};
+
+/// The index table could not answer.
+#[derive(Debug, Clone, Error)]
+#[error("index table: {0}")]
+pub struct IndexError(pub String);
+
+/// The index table: channel names by order id.
+pub trait IndexTable: Send + Sync + 'static {
+    /// The channel name stored for `order_id`, `None` when the index has no row for it.
+    fn lookup(
+        &self,
+        order_id: u64,
+    ) -> impl Future<Output = Result<Option<String>, IndexError>> + Send;
+
+    /// Writes the row `order_id -> channel`, committed on its own. When a row exists
+    /// already, returns the channel it names (which may differ) and writes nothing.
+    fn insert(
+        &self,
+        order_id: u64,
+        channel: &str,
+    ) -> impl Future<Output = Result<String, IndexError>> + Send;
+}
+
+/// The index table on a MySQL server, through a small mysql_async pool.
+pub struct MysqlIndexTable {
+    pool: mysql_async::Pool,
+    lookup_sql: String,
+    insert_sql: String,
+    timeout: Duration,
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+impl MysqlIndexTable {
+    /// Builds the pool for the configured index table (connections open on first use).
+    pub fn new(config: &Config) -> Self {
+        let index = &config.index;
+        let ds = config.datasource(index.datasource);
+        let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
+        let opts = mysql_async::OptsBuilder::default()
+            .ip_or_hostname(host.to_owned())
+            .tcp_port(port.parse().unwrap_or(3306))
+            .user(Some(ds.user.clone()))
+            .pass(Some(ds.password.clone()))
+            .pool_opts(
+                mysql_async::PoolOpts::default().with_constraints(
+                    mysql_async::PoolConstraints::new(0, ds.pool_size.max(1) as usize)
+                        .unwrap_or_default(),
+                ),
+            );
+        let table = format!(
+            "{}.{}",
+            quote_ident(&index.database),
+            quote_ident(&index.table)
+        );
+        Self {
+            pool: mysql_async::Pool::new(opts),
+            lookup_sql: format!(
+                "SELECT {} FROM {table} WHERE {} = ?",
+                quote_ident(&index.channel_column),
+                quote_ident(&index.order_id_column)
+            ),
+            insert_sql: format!(
+                "INSERT INTO {table} ({}, {}) VALUES (?, ?)",
+                quote_ident(&index.order_id_column),
+                quote_ident(&index.channel_column)
+            ),
+            timeout: index.timeout,
+        }
+    }
+
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        f: impl Future<Output = Result<T, mysql_async::Error>>,
+    ) -> Result<T, IndexError> {
+        match tokio::time::timeout(self.timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(IndexError(format!("{what}: {e}"))),
+            Err(_) => Err(IndexError(format!(
+                "{what}: no answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+
+    /// Closes the pool's connections.
+    pub async fn disconnect(self) {
+        let _ = self.pool.disconnect().await;
+    }
+}
+
+impl IndexTable for MysqlIndexTable {
+    async fn lookup(&self, order_id: u64) -> Result<Option<String>, IndexError> {
+        self.bounded("lookup", async {
+            let mut conn = self.pool.get_conn().await?;
+            conn.exec_first::<String, _, _>(&self.lookup_sql, (order_id,))
+                .await
+        })
+        .await
+    }
+
+    async fn insert(&self, order_id: u64, channel: &str) -> Result<String, IndexError> {
+        let inserted = self
+            .bounded("insert", async {
+                let mut conn = self.pool.get_conn().await?;
+                conn.exec_drop(&self.insert_sql, (order_id, channel)).await
+            })
+            .await;
+        match inserted {
+            Ok(()) => Ok(channel.to_owned()),
+            Err(e) if e.0.contains("1062") || e.0.contains("Duplicate entry") => {
+                self.lookup(order_id).await?.ok_or_else(|| {
+                    IndexError(format!("row for {order_id} vanished after a duplicate key"))
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Cached index answer: a channel, or "not in the index" (kept for a shorter time).
+type CachedAnswer = Option<ChannelId>;
+
+struct AnswerExpiry {
+    ttl: Duration,
+    negative_ttl: Duration,
+}
+
+impl moka::Expiry<(u64, u64), CachedAnswer> for AnswerExpiry {
+    fn expire_after_create(
+        &self,
+        _key: &(u64, u64),
+        value: &CachedAnswer,
+        _created_at: Instant,
+    ) -> Option<Duration> {
+        Some(if value.is_some() {
+            self.ttl
+        } else {
+            self.negative_ttl
+        })
+    }
+
+    fn expire_after_update(
+        &self,
+        key: &(u64, u64),
+        value: &CachedAnswer,
+        updated_at: Instant,
+        _duration_until_expiry: Option<Duration>,
+    ) -> Option<Duration> {
+        self.expire_after_create(key, value, updated_at)
+    }
+}
+
+/// Layer 0: index answers by `(shard map version, order_id)`. Decoded and context routes
+/// are never cached (SPEC §9.6).
+#[derive(Clone)]
+pub struct RouteCache {
+    cache: moka::future::Cache<(u64, u64), CachedAnswer>,
+    version: u64,
+}
+
+impl RouteCache {
+    /// A cache sized and timed by the configuration.
+    pub fn new(config: &Config) -> Self {
+        Self {
+            cache: moka::future::Cache::builder()
+                .max_capacity(config.cache.capacity)
+                .expire_after(AnswerExpiry {
+                    ttl: config.cache.ttl,
+                    negative_ttl: config.cache.negative_ttl,
+                })
+                .build(),
+            version: config.sharding.shard_map_version,
+        }
+    }
+
+    /// The cached answer, or the one `load` gives (concurrent misses for one id share one
+    /// load). The flag is true when the answer was loaded now.
+    pub async fn get_or_load<F>(
+        &self,
+        order_id: u64,
+        load: F,
+    ) -> Result<(CachedAnswer, bool), IndexError>
+    where
+        F: Future<Output = Result<CachedAnswer, IndexError>>,
+    {
+        let entry = self
+            .cache
+            .entry((self.version, order_id))
+            .or_try_insert_with(load)
+            .await
+            .map_err(|e| (*e).clone())?;
+        let fresh = entry.is_fresh();
+        Ok((entry.into_value(), fresh))
+    }
+
+    /// Records an answer known to be true (the proxy just wrote the index row).
+    pub async fn remember(&self, order_id: u64, channel: ChannelId) {
+        self.cache
+            .insert((self.version, order_id), Some(channel))
+            .await;
+    }
+}

@@ -1,0 +1,524 @@
+//! Session and transaction commands, recognized from tokens alone: they decide how the
+//! session holds its backend connections, so they never depend on the SQL parser (which
+//! does not read every form MySQL accepts, such as `SET NAMES x, autocommit = 1`).
+
+use super::TokSpan;
+use super::lexer::{Token, TokenKind, unescape_string};
+use crate::sql::lexer::LexMode;
+
+/// A command the session handles itself, or [`Command::Statement`] for everything else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `BEGIN`, `START TRANSACTION ...`: replayed as written on each datasource that joins.
+    Begin,
+    /// `COMMIT [WORK]`.
+    Commit,
+    /// `ROLLBACK [WORK]`.
+    Rollback,
+    /// `COMMIT`/`ROLLBACK` with `AND CHAIN` or `RELEASE`.
+    ChainOrRelease,
+    /// `SAVEPOINT name`.
+    Savepoint(String),
+    /// `ROLLBACK [WORK] TO [SAVEPOINT] name`.
+    RollbackTo(String),
+    /// `RELEASE SAVEPOINT name`.
+    ReleaseSavepoint(String),
+    /// `SET ...` assignments.
+    Set(Vec<SetItem>),
+    /// `USE db`.
+    Use(String),
+    /// `SHOW WARNINGS`, `SHOW ERRORS`, `SHOW COUNT(*) WARNINGS`.
+    ShowDiagnostics {
+        /// ERRORS rather than WARNINGS.
+        errors_only: bool,
+        /// `COUNT(*)`.
+        count: bool,
+    },
+    /// `SHOW [FULL] TABLES [FROM db] [LIKE 'pattern' | WHERE ...]`.
+    ShowTables {
+        /// `FULL`: a second column with the table type.
+        full: bool,
+        /// `FROM db`.
+        database: Option<String>,
+        /// `LIKE 'pattern'`, unescaped.
+        like: Option<Vec<u8>>,
+        /// A `WHERE` clause.
+        filtered: bool,
+    },
+    /// A command about one table: `DESCRIBE t`, `SHOW COLUMNS FROM t`, `SHOW CREATE TABLE t`,
+    /// `SHOW INDEX FROM t`.
+    TableInfo {
+        /// Tokens naming the table (`t` or `db.t`).
+        table: TokSpan,
+        /// `FROM db` after the table (SHOW COLUMNS/INDEX).
+        database: Option<TokSpan>,
+        /// The result holds the table name in its rows (SHOW CREATE TABLE, SHOW INDEX).
+        names_in_rows: bool,
+    },
+    /// `XA ...`: two-phase commit, not yet supported.
+    Xa,
+    /// `KILL [CONNECTION | QUERY] id`.
+    Kill {
+        /// `KILL QUERY`.
+        query_only: bool,
+        /// The connection id named.
+        id: Option<u64>,
+    },
+    /// Any other statement: analysed as data.
+    Statement,
+}
+
+/// One assignment of a `SET` statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetItem {
+    /// `NAMES cs [COLLATE c]`, `CHARACTER SET cs`, `CHARSET cs`: the character set named
+    /// (`None` for DEFAULT).
+    Names(Option<String>),
+    /// A session system variable, name in lower case.
+    SessionVar(String),
+    /// `GLOBAL x`, `@@global.x`, `PERSIST x`.
+    GlobalVar(String),
+    /// `@x = ...`.
+    UserVar,
+    /// `[SESSION] TRANSACTION ...`; `session` false for the next transaction only.
+    Transaction {
+        /// Applies to the session, not only the next transaction.
+        session: bool,
+    },
+    /// `SET PASSWORD`, `SET ROLE`, `SET STATEMENT ... FOR`, ...
+    Other,
+}
+
+/// Recognizes a command from a statement's tokens.
+pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
+    let words: Vec<String> = tokens
+        .iter()
+        .take(6)
+        .map(|t| match t.kind {
+            TokenKind::Word => String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase(),
+            _ => String::from_utf8_lossy(t.bytes(sql)).into_owned(),
+        })
+        .collect();
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    let n = tokens.len();
+    let name_at = |i: usize| tokens.get(i).map(|t| ident_text(sql, t, mode));
+    match w(0) {
+        "begin" if n == 1 || (n == 2 && w(1) == "work") => Command::Begin,
+        "start" if w(1) == "transaction" => Command::Begin,
+        "commit" | "rollback" => transaction_end(sql, tokens, &words),
+        "savepoint" if n == 2 => Command::Savepoint(name_at(1).unwrap_or_default()),
+        "release" if w(1) == "savepoint" && n == 3 => {
+            Command::ReleaseSavepoint(name_at(2).unwrap_or_default())
+        }
+        "set" if w(1) != "statement" => Command::Set(set_items(sql, &tokens[1..], mode)),
+        "use" if n == 2 => Command::Use(name_at(1).unwrap_or_default()),
+        "xa" => Command::Xa,
+        "kill" => {
+            let query_only = w(1) == "query";
+            let id = tokens
+                .last()
+                .filter(|t| t.kind == TokenKind::Number)
+                .and_then(|t| std::str::from_utf8(t.bytes(sql)).ok()?.parse().ok());
+            Command::Kill { query_only, id }
+        }
+        "show" => show(sql, tokens, &words, mode),
+        "desc" | "describe" if n >= 2 => table_info(sql, tokens, 1, false, false),
+        // EXPLAIN tbl is DESCRIBE tbl; EXPLAIN SELECT ... is a statement.
+        "explain"
+            if n >= 2
+                && !matches!(
+                    w(1),
+                    "select"
+                        | "update"
+                        | "delete"
+                        | "insert"
+                        | "replace"
+                        | "extended"
+                        | "partitions"
+                        | "format"
+                        | "analyze"
+                        | "("
+                        | "with"
+                        | "table"
+                ) =>
+        {
+            table_info(sql, tokens, 1, false, false)
+        }
+        _ => Command::Statement,
+    }
+}
+
+fn transaction_end(sql: &[u8], tokens: &[Token], words: &[String]) -> Command {
+    let rollback = words[0] == "rollback";
+    let mut i = 1;
+    if words.get(i).map(String::as_str) == Some("work") {
+        i += 1;
+    }
+    if rollback && words.get(i).map(String::as_str) == Some("to") {
+        let mut j = i + 1;
+        if tokens.get(j).is_some_and(|t| t.is_word(sql, "savepoint")) {
+            j += 1;
+        }
+        return Command::RollbackTo(
+            tokens
+                .get(j)
+                .map(|t| ident_text(sql, t, LexMode::default()))
+                .unwrap_or_default(),
+        );
+    }
+    if i == tokens.len() {
+        return if rollback {
+            Command::Rollback
+        } else {
+            Command::Commit
+        };
+    }
+    // AND NO CHAIN and NO RELEASE change nothing.
+    let rest: Vec<String> = tokens[i..]
+        .iter()
+        .map(|t| String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase())
+        .collect();
+    let chain = rest.windows(2).any(|w| w[0] == "and" && w[1] == "chain");
+    let release = rest
+        .iter()
+        .enumerate()
+        .any(|(k, t)| t == "release" && (k == 0 || rest[k - 1] != "no"));
+    if chain || release {
+        Command::ChainOrRelease
+    } else if rollback {
+        Command::Rollback
+    } else {
+        Command::Commit
+    }
+}
+
+fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Command {
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    match (w(1), w(2)) {
+        ("warnings", _) => Command::ShowDiagnostics {
+            errors_only: false,
+            count: false,
+        },
+        ("errors", _) => Command::ShowDiagnostics {
+            errors_only: true,
+            count: false,
+        },
+        ("count", "(") if w(3) == "*" && w(4) == ")" => Command::ShowDiagnostics {
+            errors_only: w(5) == "errors",
+            count: true,
+        },
+        ("tables", _) => show_tables(sql, tokens, 2, false, mode),
+        ("full", "tables") => show_tables(sql, tokens, 3, true, mode),
+        ("columns" | "fields", "from" | "in") => table_info(sql, tokens, 3, true, false),
+        ("full", "columns" | "fields") if matches!(w(3), "from" | "in") => {
+            table_info(sql, tokens, 4, true, false)
+        }
+        ("index" | "indexes" | "keys", "from" | "in") => table_info(sql, tokens, 3, true, true),
+        ("create", "table") => table_info(sql, tokens, 3, false, true),
+        _ => Command::Statement,
+    }
+}
+
+fn show_tables(sql: &[u8], tokens: &[Token], mut i: usize, full: bool, mode: LexMode) -> Command {
+    let mut database = None;
+    if tokens
+        .get(i)
+        .is_some_and(|t| t.is_word(sql, "from") || t.is_word(sql, "in"))
+    {
+        database = tokens.get(i + 1).map(|t| ident_text(sql, t, mode));
+        i += 2;
+    }
+    let mut like = None;
+    let mut filtered = false;
+    if let Some(t) = tokens.get(i) {
+        if t.is_word(sql, "like") {
+            like = tokens
+                .get(i + 1)
+                .filter(|t| t.kind == TokenKind::String)
+                .map(|t| unescape_string(t.bytes(sql), mode));
+        } else {
+            filtered = true;
+        }
+    }
+    Command::ShowTables {
+        full,
+        database,
+        like,
+        filtered,
+    }
+}
+
+/// A table name at token `i` (`t` or `db . t`), then optionally `FROM|IN db`.
+fn table_info(
+    sql: &[u8],
+    tokens: &[Token],
+    i: usize,
+    db_clause: bool,
+    names_in_rows: bool,
+) -> Command {
+    let is_name = |k: usize| {
+        tokens
+            .get(k)
+            .is_some_and(|t| matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent))
+    };
+    if !is_name(i) {
+        return Command::Statement;
+    }
+    let qualified = tokens.get(i + 1).is_some_and(|t| t.is_punct(sql, ".")) && is_name(i + 2);
+    let last = if qualified { i + 2 } else { i };
+    let mut database = None;
+    if db_clause
+        && tokens
+            .get(last + 1)
+            .is_some_and(|t| t.is_word(sql, "from") || t.is_word(sql, "in"))
+        && is_name(last + 2)
+    {
+        database = Some(TokSpan::one((last + 2) as u32));
+    }
+    Command::TableInfo {
+        table: TokSpan {
+            first: i as u32,
+            last: last as u32,
+        },
+        database,
+        names_in_rows,
+    }
+}
+
+/// Splits `SET` assignments at top-level commas and classifies each.
+fn set_items(sql: &[u8], tokens: &[Token], mode: LexMode) -> Vec<SetItem> {
+    let mut items = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth -= 1;
+        } else if depth == 0 && t.is_punct(sql, ",") {
+            items.push(set_item(sql, &tokens[start..i], mode));
+            start = i + 1;
+        }
+    }
+    items.push(set_item(sql, &tokens[start..], mode));
+    items
+}
+
+fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
+    let Some(first) = tokens.first() else {
+        return SetItem::Other;
+    };
+    let word = |i: usize| {
+        tokens
+            .get(i)
+            .filter(|t| t.kind == TokenKind::Word)
+            .map(|t| String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase())
+            .unwrap_or_default()
+    };
+    match first.kind {
+        TokenKind::UserVariable => return SetItem::UserVar,
+        TokenKind::SystemVariable => {
+            let text = String::from_utf8_lossy(&first.bytes(sql)[2..]).to_ascii_lowercase();
+            return match text.split_once('.') {
+                Some(("global" | "persist" | "persist_only", name)) => {
+                    SetItem::GlobalVar(name.to_owned())
+                }
+                Some(("session" | "local", name)) => SetItem::SessionVar(name.to_owned()),
+                _ => SetItem::SessionVar(text),
+            };
+        }
+        _ => {}
+    }
+    let charset_at = |i: usize| {
+        tokens.get(i).and_then(|t| {
+            let name = ident_text(sql, t, mode);
+            (!name.eq_ignore_ascii_case("default")).then_some(name)
+        })
+    };
+    match word(0).as_str() {
+        "names" => SetItem::Names(charset_at(1)),
+        "charset" => SetItem::Names(charset_at(1)),
+        "character" if word(1) == "set" => SetItem::Names(charset_at(2)),
+        "transaction" => SetItem::Transaction { session: false },
+        "session" | "local" if word(1) == "transaction" => SetItem::Transaction { session: true },
+        "global" | "persist" | "persist_only" if word(1) == "transaction" => {
+            SetItem::GlobalVar("transaction".to_owned())
+        }
+        "global" | "persist" | "persist_only" => SetItem::GlobalVar(word(1)),
+        "session" | "local" => SetItem::SessionVar(word(1)),
+        "password" | "role" | "default" => SetItem::Other,
+        _ if first.kind == TokenKind::Word
+            && tokens
+                .get(1)
+                .is_some_and(|t| t.is_punct(sql, "=") || t.is_punct(sql, ":=")) =>
+        {
+            SetItem::SessionVar(word(0))
+        }
+        _ => SetItem::Other,
+    }
+}
+
+/// An identifier's text: backquotes and quotes removed.
+pub fn ident_text(sql: &[u8], token: &Token, mode: LexMode) -> String {
+    let raw = token.bytes(sql);
+    match token.kind {
+        TokenKind::QuotedIdent => {
+            let q = raw[0];
+            let inner = &raw[1..raw.len().saturating_sub(1).max(1)];
+            let doubled = [q, q];
+            let mut out = Vec::with_capacity(inner.len());
+            let mut i = 0;
+            while i < inner.len() {
+                if inner[i..].starts_with(&doubled) {
+                    out.push(q);
+                    i += 2;
+                } else {
+                    out.push(inner[i]);
+                    i += 1;
+                }
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        }
+        TokenKind::String => String::from_utf8_lossy(&unescape_string(raw, mode)).into_owned(),
+        _ => String::from_utf8_lossy(raw).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::lexer::lex;
+
+    fn cmd(sql: &str) -> Command {
+        let lexed = lex(sql.as_bytes(), LexMode::default());
+        classify(sql.as_bytes(), &lexed.tokens, LexMode::default())
+    }
+
+    #[test]
+    fn transaction_commands() {
+        assert_eq!(cmd("BEGIN"), Command::Begin);
+        assert_eq!(cmd("begin work"), Command::Begin);
+        assert_eq!(cmd("START TRANSACTION READ ONLY"), Command::Begin);
+        assert_eq!(cmd("commit"), Command::Commit);
+        assert_eq!(cmd("COMMIT WORK AND NO CHAIN NO RELEASE"), Command::Commit);
+        assert_eq!(cmd("COMMIT AND CHAIN"), Command::ChainOrRelease);
+        assert_eq!(cmd("ROLLBACK RELEASE"), Command::ChainOrRelease);
+        assert_eq!(cmd("rollback"), Command::Rollback);
+        assert_eq!(
+            cmd("ROLLBACK TO SAVEPOINT a"),
+            Command::RollbackTo("a".into())
+        );
+        assert_eq!(cmd("rollback work to `b`"), Command::RollbackTo("b".into()));
+        assert_eq!(cmd("SAVEPOINT s1"), Command::Savepoint("s1".into()));
+        assert_eq!(
+            cmd("RELEASE SAVEPOINT s1"),
+            Command::ReleaseSavepoint("s1".into())
+        );
+        assert_eq!(cmd("BEGIN NOT ATOMIC SELECT 1; END"), Command::Statement);
+    }
+
+    #[test]
+    fn set_forms_drivers_send() {
+        assert_eq!(
+            cmd("set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')"),
+            Command::Set(vec![
+                SetItem::SessionVar("autocommit".into()),
+                SetItem::SessionVar("sql_mode".into())
+            ])
+        );
+        assert_eq!(
+            cmd("SET @@session.autocommit = OFF"),
+            Command::Set(vec![SetItem::SessionVar("autocommit".into())])
+        );
+        assert_eq!(
+            cmd("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'"),
+            Command::Set(vec![SetItem::Names(Some("utf8mb4".into()))])
+        );
+        assert_eq!(
+            cmd("SET character set gbk"),
+            Command::Set(vec![SetItem::Names(Some("gbk".into()))])
+        );
+        assert_eq!(
+            cmd("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+            Command::Set(vec![SetItem::Transaction { session: true }])
+        );
+        assert_eq!(
+            cmd("SET TRANSACTION READ ONLY"),
+            Command::Set(vec![SetItem::Transaction { session: false }])
+        );
+        assert_eq!(
+            cmd("SET GLOBAL max_connections = 10"),
+            Command::Set(vec![SetItem::GlobalVar("max_connections".into())])
+        );
+        assert_eq!(cmd("SET @x = 1"), Command::Set(vec![SetItem::UserVar]));
+        assert_eq!(
+            cmd("SET time_zone = '+00:00', @@local.wait_timeout=10"),
+            Command::Set(vec![
+                SetItem::SessionVar("time_zone".into()),
+                SetItem::SessionVar("wait_timeout".into())
+            ])
+        );
+        assert_eq!(
+            cmd("SET STATEMENT max_statement_time=1 FOR SELECT 1"),
+            Command::Statement
+        );
+    }
+
+    #[test]
+    fn show_and_describe() {
+        assert_eq!(
+            cmd("SHOW WARNINGS"),
+            Command::ShowDiagnostics {
+                errors_only: false,
+                count: false
+            }
+        );
+        assert_eq!(
+            cmd("show count(*) errors"),
+            Command::ShowDiagnostics {
+                errors_only: true,
+                count: true
+            }
+        );
+        assert_eq!(
+            cmd("SHOW FULL TABLES FROM orders LIKE 't\\_%'"),
+            Command::ShowTables {
+                full: true,
+                database: Some("orders".into()),
+                like: Some(b"t\\_%".to_vec()),
+                filtered: false
+            }
+        );
+        assert!(matches!(
+            cmd("DESCRIBE orders.t_order"),
+            Command::TableInfo {
+                table: TokSpan { first: 1, last: 3 },
+                ..
+            }
+        ));
+        assert!(matches!(
+            cmd("SHOW CREATE TABLE `t_order`"),
+            Command::TableInfo {
+                names_in_rows: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            cmd("show full columns from t_order from orders"),
+            Command::TableInfo {
+                database: Some(_),
+                ..
+            }
+        ));
+        assert_eq!(cmd("EXPLAIN SELECT 1"), Command::Statement);
+        assert!(matches!(cmd("explain t_order"), Command::TableInfo { .. }));
+        assert_eq!(cmd("USE `orders`"), Command::Use("orders".into()));
+        assert_eq!(
+            cmd("KILL QUERY 12"),
+            Command::Kill {
+                query_only: true,
+                id: Some(12)
+            }
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! Route hints in SQL comments, in the sqlcommenter form (SPEC §4.2):
+//! `/*route_key='EU_CHANNEL'*/`, `/*region='GB',action='refund'*/`. Keys and values are
+//! URL-encoded; pairs are comma-separated; a hint may stand anywhere in the statement.
+//! Other keys (traceparent, framework, ...) are ignored.
+
+use percent_encoding::percent_decode;
+
+use super::lexer::Comment;
+
+/// The route hints of one statement.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteHints {
+    /// `route_key='EU_CHANNEL'`: a channel name.
+    pub route_key: Option<String>,
+    /// `region='GB'`: a region code.
+    pub region: Option<String>,
+}
+
+impl RouteHints {
+    /// No hint given.
+    pub fn is_empty(&self) -> bool {
+        self.route_key.is_none() && self.region.is_none()
+    }
+}
+
+/// Reads the hints from a statement's comments. Optimizer hints (`/*+ */`) are skipped. A
+/// key given twice with different values is an error (the statement contradicts itself).
+pub fn route_hints(sql: &[u8], comments: &[Comment]) -> Result<RouteHints, String> {
+    let mut hints = RouteHints::default();
+    for comment in comments.iter().filter(|c| !c.optimizer_hint) {
+        let body = &sql[comment.body.clone()];
+        // Cheap test first: most comments carry no hint.
+        if !contains(body, b"route_key") && !contains(body, b"region") {
+            continue;
+        }
+        for (key, value) in pairs(body) {
+            let slot = match key.as_str() {
+                "route_key" => &mut hints.route_key,
+                "region" => &mut hints.region,
+                _ => continue,
+            };
+            match slot {
+                Some(old) if *old != value => {
+                    return Err(format!(
+                        "conflicting route hints: {key}='{old}' and {key}='{value}'"
+                    ));
+                }
+                _ => *slot = Some(value),
+            }
+        }
+    }
+    Ok(hints)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `key='value'` pairs of a sqlcommenter comment; malformed pieces are skipped.
+fn pairs(body: &[u8]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    loop {
+        rest = trim_start(rest);
+        let Some(eq) = rest.iter().position(|&b| b == b'=') else {
+            break;
+        };
+        let key = decode(trim(&rest[..eq]));
+        rest = trim_start(&rest[eq + 1..]);
+        let value = if rest.first() == Some(&b'\'') {
+            let Some(end) = rest[1..].iter().position(|&b| b == b'\'') else {
+                break;
+            };
+            let v = &rest[1..1 + end];
+            rest = &rest[end + 2..];
+            decode(v)
+        } else {
+            let end = rest.iter().position(|&b| b == b',').unwrap_or(rest.len());
+            let v = trim(&rest[..end]);
+            rest = &rest[end..];
+            decode(v)
+        };
+        out.push((key, value));
+        rest = trim_start(rest);
+        match rest.first() {
+            Some(b',') => rest = &rest[1..],
+            _ => break,
+        }
+    }
+    out
+}
+
+fn decode(bytes: &[u8]) -> String {
+    percent_decode(bytes).decode_utf8_lossy().trim().to_owned()
+}
+
+fn trim_start(b: &[u8]) -> &[u8] {
+    let n = b.iter().take_while(|c| c.is_ascii_whitespace()).count();
+    &b[n..]
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let b = trim_start(b);
+    let n = b
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_whitespace())
+        .count();
+    &b[..b.len() - n]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::lexer::{LexMode, lex};
+
+    fn hints(sql: &str) -> Result<RouteHints, String> {
+        let lexed = lex(sql.as_bytes(), LexMode::default());
+        route_hints(sql.as_bytes(), &lexed.comments)
+    }
+
+    #[test]
+    fn hints_anywhere_in_the_statement() {
+        let h =
+            hints("SELECT /*route_key='EU_CHANNEL'*/ * FROM t_order WHERE order_id = 1").unwrap();
+        assert_eq!(h.route_key.as_deref(), Some("EU_CHANNEL"));
+        let h = hints("SELECT * FROM t_order WHERE order_id = 1 /*action='x',region='GB',traceparent='00-ab-cd-01'*/").unwrap();
+        assert_eq!(h.region.as_deref(), Some("GB"));
+        assert_eq!(h.route_key, None);
+    }
+
+    #[test]
+    fn values_are_url_decoded() {
+        let h = hints("SELECT 1 /*route_key='EU%5FCHANNEL', region='G%42'*/").unwrap();
+        assert_eq!(h.route_key.as_deref(), Some("EU_CHANNEL"));
+        assert_eq!(h.region.as_deref(), Some("GB"));
+    }
+
+    #[test]
+    fn strings_and_optimizer_hints_are_not_hints() {
+        assert!(hints("SELECT '/*region=''GB''*/'").unwrap().is_empty());
+        assert!(hints("SELECT /*+ region='GB' */ 1").unwrap().is_empty());
+        assert!(hints("SELECT 1 -- region='GB'\n").unwrap().region.is_some());
+    }
+
+    #[test]
+    fn contradicting_hints_are_an_error() {
+        assert!(hints("SELECT /*region='GB'*/ 1 /*region='CN'*/").is_err());
+        assert!(hints("SELECT /*region='GB'*/ 1 /*region='GB'*/").is_ok());
+    }
+}

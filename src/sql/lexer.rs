@@ -1,0 +1,628 @@
+//! A byte-level MySQL lexer: fast enough to run on every statement.
+//!
+//! It does not build a syntax tree. It finds statement boundaries (`;` outside strings and
+//! comments), the byte range of every token, the literals (so statements that differ only in
+//! literals share one analysis, see `super::shape`), and the comments (sqlcommenter hints).
+//! It works on the client's bytes directly: every character set the proxy accepts keeps
+//! ASCII bytes out of its multibyte characters, so quotes, backslashes and `;` are found
+//! without decoding.
+
+use std::ops::Range;
+
+/// How strings and quotes are read, from the session's `sql_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LexMode {
+    /// `NO_BACKSLASH_ESCAPES`: a backslash in a string is an ordinary character.
+    pub no_backslash_escapes: bool,
+    /// `ANSI_QUOTES`: `"` quotes identifiers, not strings.
+    pub ansi_quotes: bool,
+}
+
+/// What a token is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// A bare word: keyword or identifier.
+    Word,
+    /// A quoted identifier (`` `x` ``, or `"x"` under ANSI_QUOTES).
+    QuotedIdent,
+    /// A number: `12`, `1.5`, `1e3`, `.5`.
+    Number,
+    /// A quoted string, `N'..'` included.
+    String,
+    /// A hexadecimal or bit literal: `0x1F`, `X'1F'`, `0b101`, `B'101'`.
+    HexOrBit,
+    /// `@name` or `@'name'`.
+    UserVariable,
+    /// `@@name`, `@@session.name`.
+    SystemVariable,
+    /// `?`.
+    Placeholder,
+    /// One punctuation or operator character, or `:=`.
+    Punct,
+    /// The opening of an executable comment: `/*!50001` or `/*M!100100`.
+    ExecCommentOpen,
+    /// The `*/` closing an executable comment.
+    ExecCommentClose,
+}
+
+/// One token: its kind and byte range in the statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    /// What it is.
+    pub kind: TokenKind,
+    /// Byte range in the statement text.
+    pub range: Range<usize>,
+}
+
+impl Token {
+    /// The token's bytes.
+    pub fn bytes<'a>(&self, sql: &'a [u8]) -> &'a [u8] {
+        &sql[self.range.clone()]
+    }
+
+    /// True for a word equal to `keyword` (ASCII case-insensitive).
+    pub fn is_word(&self, sql: &[u8], keyword: &str) -> bool {
+        self.kind == TokenKind::Word && self.bytes(sql).eq_ignore_ascii_case(keyword.as_bytes())
+    }
+
+    /// True for the punctuation `p`.
+    pub fn is_punct(&self, sql: &[u8], p: &str) -> bool {
+        self.kind == TokenKind::Punct && self.bytes(sql) == p.as_bytes()
+    }
+
+    /// True for literals: the parts of a statement that do not change its shape.
+    pub fn is_literal(&self) -> bool {
+        matches!(
+            self.kind,
+            TokenKind::Number | TokenKind::String | TokenKind::HexOrBit
+        )
+    }
+}
+
+/// A comment that is not executable: `/* .. */`, `-- ..`, `# ..`. Hints live here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    /// Byte range of the comment body, delimiters excluded.
+    pub body: Range<usize>,
+    /// `/*+ .. */`: a MySQL optimizer hint, part of the statement's shape.
+    pub optimizer_hint: bool,
+}
+
+/// The lexed form of one statement.
+#[derive(Debug, Clone, Default)]
+pub struct Lexed {
+    /// Tokens in order (whitespace and plain comments left out).
+    pub tokens: Vec<Token>,
+    /// Plain comments and optimizer hints, in order.
+    pub comments: Vec<Comment>,
+    /// For each token, whether whitespace or a comment precedes it.
+    pub spaced: Vec<bool>,
+    /// A string, quoted identifier or comment that never closes.
+    pub unterminated: bool,
+}
+
+/// Splits text into statements at `;` outside strings, comments and compound bodies
+/// (`CREATE PROCEDURE ... BEGIN ...; ... END`). Returns byte ranges, each without its `;`,
+/// blank statements (only whitespace or comments) dropped.
+pub fn split_statements(sql: &[u8], mode: LexMode) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut lexer = Lexer::new(sql, mode);
+    let mut start = 0;
+    let mut tokens_in_statement = 0usize;
+    let mut compound = false;
+    let mut first_words: Vec<Range<usize>> = Vec::new();
+    while let Some(token) = lexer.next_token(&mut |_| {}) {
+        if token.is_punct(sql, ";") && !compound {
+            if tokens_in_statement > 0 {
+                out.push(start..token.range.start);
+            }
+            start = token.range.end;
+            tokens_in_statement = 0;
+            first_words.clear();
+            continue;
+        }
+        tokens_in_statement += 1;
+        if first_words.len() < 4 && token.kind == TokenKind::Word {
+            first_words.push(token.range.clone());
+            // CREATE [DEFINER=..] PROCEDURE|FUNCTION|TRIGGER|EVENT keeps its `;` inside.
+            let words: Vec<&[u8]> = first_words.iter().map(|r| &sql[r.clone()]).collect();
+            if words[0].eq_ignore_ascii_case(b"create")
+                && words.iter().skip(1).any(|w| {
+                    [&b"procedure"[..], b"function", b"trigger", b"event"]
+                        .iter()
+                        .any(|k| w.eq_ignore_ascii_case(k))
+                })
+            {
+                compound = true;
+            }
+        }
+    }
+    if tokens_in_statement > 0 {
+        out.push(start..sql.len());
+    }
+    out
+}
+
+/// Lexes one statement.
+pub fn lex(sql: &[u8], mode: LexMode) -> Lexed {
+    let mut lexer = Lexer::new(sql, mode);
+    let mut lexed = Lexed::default();
+    let mut comments = Vec::new();
+    while let Some(token) = lexer.next_token(&mut |c| comments.push(c)) {
+        lexed.spaced.push(lexer.take_spaced());
+        lexed.tokens.push(token);
+    }
+    lexed.comments = comments;
+    lexed.unterminated = lexer.unterminated;
+    lexed
+}
+
+struct Lexer<'a> {
+    sql: &'a [u8],
+    pos: usize,
+    mode: LexMode,
+    in_exec_comment: bool,
+    spaced: bool,
+    unterminated: bool,
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+impl<'a> Lexer<'a> {
+    fn new(sql: &'a [u8], mode: LexMode) -> Self {
+        Self {
+            sql,
+            pos: 0,
+            mode,
+            in_exec_comment: false,
+            spaced: false,
+            unterminated: false,
+        }
+    }
+
+    fn take_spaced(&mut self) -> bool {
+        std::mem::replace(&mut self.spaced, false)
+    }
+
+    fn peek(&self, ahead: usize) -> Option<u8> {
+        self.sql.get(self.pos + ahead).copied()
+    }
+
+    /// The next token; comments are reported to `on_comment` and skipped.
+    fn next_token(&mut self, on_comment: &mut dyn FnMut(Comment)) -> Option<Token> {
+        loop {
+            let b = self.peek(0)?;
+            let start = self.pos;
+            match b {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => {
+                    self.pos += 1;
+                    self.spaced = true;
+                }
+                b'#' => {
+                    self.skip_line_comment(start, 1, on_comment);
+                }
+                b'-' if self.peek(1) == Some(b'-') && self.peek(2).is_none_or(|c| c <= b' ') => {
+                    self.skip_line_comment(start, 2, on_comment);
+                }
+                b'/' if self.peek(1) == Some(b'*') => {
+                    if let Some(token) = self.block_comment(start, on_comment) {
+                        return Some(token);
+                    }
+                }
+                b'*' if self.in_exec_comment && self.peek(1) == Some(b'/') => {
+                    self.pos += 2;
+                    self.in_exec_comment = false;
+                    return Some(self.token(TokenKind::ExecCommentClose, start));
+                }
+                _ => return Some(self.token_at(b, start)),
+            }
+        }
+    }
+
+    fn skip_line_comment(
+        &mut self,
+        start: usize,
+        prefix: usize,
+        on_comment: &mut dyn FnMut(Comment),
+    ) {
+        let end = self.sql[start..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(self.sql.len(), |p| start + p);
+        on_comment(Comment {
+            body: start + prefix..end,
+            optimizer_hint: false,
+        });
+        self.pos = end;
+        self.spaced = true;
+    }
+
+    /// A `/* */` comment; returns a token for the opening of an executable comment.
+    fn block_comment(
+        &mut self,
+        start: usize,
+        on_comment: &mut dyn FnMut(Comment),
+    ) -> Option<Token> {
+        let after = start + 2;
+        let exec_prefix = match (self.sql.get(after), self.sql.get(after + 1)) {
+            (Some(b'!'), _) => Some(1),
+            (Some(b'M'), Some(b'!')) => Some(2),
+            _ => None,
+        };
+        if let Some(prefix) = exec_prefix {
+            if !self.in_exec_comment {
+                let mut end = after + prefix;
+                while self.sql.get(end).is_some_and(u8::is_ascii_digit) {
+                    end += 1;
+                }
+                self.pos = end;
+                self.in_exec_comment = true;
+                return Some(self.token(TokenKind::ExecCommentOpen, start));
+            }
+        }
+        let close = self.sql[after..]
+            .windows(2)
+            .position(|w| w == b"*/")
+            .map(|p| after + p);
+        let (body_end, end) = match close {
+            Some(c) => (c, c + 2),
+            None => {
+                self.unterminated = true;
+                (self.sql.len(), self.sql.len())
+            }
+        };
+        on_comment(Comment {
+            body: after..body_end,
+            optimizer_hint: self.sql.get(after) == Some(&b'+'),
+        });
+        self.pos = end;
+        self.spaced = true;
+        None
+    }
+
+    fn token(&self, kind: TokenKind, start: usize) -> Token {
+        Token {
+            kind,
+            range: start..self.pos,
+        }
+    }
+
+    fn token_at(&mut self, b: u8, start: usize) -> Token {
+        match b {
+            b'\'' => {
+                self.quoted(b'\'', true);
+                self.token(TokenKind::String, start)
+            }
+            b'"' if !self.mode.ansi_quotes => {
+                self.quoted(b'"', true);
+                self.token(TokenKind::String, start)
+            }
+            b'"' => {
+                self.quoted(b'"', false);
+                self.token(TokenKind::QuotedIdent, start)
+            }
+            b'`' => {
+                self.quoted(b'`', false);
+                self.token(TokenKind::QuotedIdent, start)
+            }
+            b'@' => self.variable(start),
+            b'?' => {
+                self.pos += 1;
+                self.token(TokenKind::Placeholder, start)
+            }
+            b'0'..=b'9' => self.number_or_word(start),
+            b'.' if self.peek(1).is_some_and(|c| c.is_ascii_digit()) => self.number_or_word(start),
+            b':' if self.peek(1) == Some(b'=') => {
+                self.pos += 2;
+                self.token(TokenKind::Punct, start)
+            }
+            c if is_ident_byte(c) => self.word(start),
+            _ => {
+                self.pos += 1;
+                self.token(TokenKind::Punct, start)
+            }
+        }
+    }
+
+    /// Moves past a quoted run starting at `self.pos`; the quote doubled stands for itself.
+    fn quoted(&mut self, quote: u8, backslash: bool) {
+        let escapes = backslash && !self.mode.no_backslash_escapes;
+        self.pos += 1;
+        loop {
+            match self.peek(0) {
+                None => {
+                    self.unterminated = true;
+                    return;
+                }
+                Some(b'\\') if escapes => self.pos += 2,
+                Some(c) if c == quote => {
+                    self.pos += 1;
+                    if self.peek(0) == Some(quote) {
+                        self.pos += 1;
+                    } else {
+                        return;
+                    }
+                }
+                Some(_) => self.pos += 1,
+            }
+        }
+        // unreachable: the loop returns
+    }
+
+    fn variable(&mut self, start: usize) -> Token {
+        self.pos += 1;
+        if self.peek(0) == Some(b'@') {
+            self.pos += 1;
+            // @@session.name, @@global.name, @@name
+            while self.peek(0).is_some_and(|c| is_ident_byte(c) || c == b'.') {
+                self.pos += 1;
+            }
+            return self.token(TokenKind::SystemVariable, start);
+        }
+        match self.peek(0) {
+            Some(q @ (b'\'' | b'"' | b'`')) => self.quoted(q, q != b'`'),
+            _ => {
+                while self.peek(0).is_some_and(|c| is_ident_byte(c) || c == b'.') {
+                    self.pos += 1;
+                }
+            }
+        }
+        self.token(TokenKind::UserVariable, start)
+    }
+
+    fn word(&mut self, start: usize) -> Token {
+        // X'..', B'..', N'..' literals.
+        if self.peek(1) == Some(b'\'') {
+            match self.sql[start].to_ascii_lowercase() {
+                b'x' | b'b' => {
+                    self.pos += 1;
+                    self.quoted(b'\'', false);
+                    return self.token(TokenKind::HexOrBit, start);
+                }
+                b'n' => {
+                    self.pos += 1;
+                    self.quoted(b'\'', true);
+                    return self.token(TokenKind::String, start);
+                }
+                _ => {}
+            }
+        }
+        while self.peek(0).is_some_and(is_ident_byte) {
+            self.pos += 1;
+        }
+        self.token(TokenKind::Word, start)
+    }
+
+    /// Numbers; MySQL identifiers may start with digits (`1abc`), so a run of digits that
+    /// continues with identifier bytes is a word.
+    fn number_or_word(&mut self, start: usize) -> Token {
+        let sql = self.sql;
+        if sql[start] == b'0' && matches!(sql.get(start + 1), Some(b'x' | b'b')) {
+            let hex = sql[start + 1] == b'x';
+            let mut end = start + 2;
+            while sql.get(end).is_some_and(|c| {
+                if hex {
+                    c.is_ascii_hexdigit()
+                } else {
+                    *c == b'0' || *c == b'1'
+                }
+            }) {
+                end += 1;
+            }
+            if end > start + 2 && !sql.get(end).is_some_and(|c| is_ident_byte(*c)) {
+                self.pos = end;
+                return self.token(TokenKind::HexOrBit, start);
+            }
+            return self.word(start);
+        }
+        let mut end = start;
+        while sql.get(end).is_some_and(u8::is_ascii_digit) {
+            end += 1;
+        }
+        if sql.get(end) == Some(&b'.') {
+            end += 1;
+            while sql.get(end).is_some_and(u8::is_ascii_digit) {
+                end += 1;
+            }
+        }
+        if matches!(sql.get(end), Some(b'e' | b'E')) {
+            let mut e = end + 1;
+            if matches!(sql.get(e), Some(b'+' | b'-')) {
+                e += 1;
+            }
+            if sql.get(e).is_some_and(u8::is_ascii_digit) {
+                while sql.get(e).is_some_and(u8::is_ascii_digit) {
+                    e += 1;
+                }
+                end = e;
+            }
+        }
+        if sql.get(end).is_some_and(|c| is_ident_byte(*c)) && sql[start] != b'.' {
+            return self.word(start);
+        }
+        self.pos = end;
+        self.token(TokenKind::Number, start)
+    }
+}
+
+/// Unescapes a string literal token (quotes included in `raw`) as MySQL does. Returns the
+/// bytes in the client's character set.
+pub fn unescape_string(raw: &[u8], mode: LexMode) -> Vec<u8> {
+    let raw = if raw.first().is_some_and(|c| c.eq_ignore_ascii_case(&b'n')) {
+        &raw[1..]
+    } else {
+        raw
+    };
+    let Some((&quote, rest)) = raw.split_first() else {
+        return Vec::new();
+    };
+    let body = rest.strip_suffix(&[quote]).unwrap_or(rest);
+    let mut out = Vec::with_capacity(body.len());
+    let mut i = 0;
+    while i < body.len() {
+        let c = body[i];
+        if c == b'\\' && !mode.no_backslash_escapes && i + 1 < body.len() {
+            i += 1;
+            let unescaped = match body[i] {
+                b'0' => 0,
+                b'b' => 8,
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b'Z' => 26,
+                // `\%` and `\_` keep their backslash (they matter to LIKE).
+                b'%' | b'_' => {
+                    out.push(b'\\');
+                    body[i]
+                }
+                other => other,
+            };
+            out.push(unescaped);
+        } else if c == quote && body.get(i + 1) == Some(&quote) {
+            out.push(quote);
+            i += 1;
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(sql: &str) -> Vec<(TokenKind, String)> {
+        let lexed = lex(sql.as_bytes(), LexMode::default());
+        lexed
+            .tokens
+            .iter()
+            .map(|t| {
+                (
+                    t.kind,
+                    String::from_utf8_lossy(t.bytes(sql.as_bytes())).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tokens_of_a_select() {
+        use TokenKind::*;
+        let got = kinds(
+            "SELECT `a``b`, 'it''s', \"x\\\"y\", 1.5e3, 0x1F, X'AB', @v, @@session.sql_mode, ? FROM t_order",
+        );
+        let want = [
+            (Word, "SELECT"),
+            (QuotedIdent, "`a``b`"),
+            (Punct, ","),
+            (String, "'it''s'"),
+            (Punct, ","),
+            (String, "\"x\\\"y\""),
+            (Punct, ","),
+            (Number, "1.5e3"),
+            (Punct, ","),
+            (HexOrBit, "0x1F"),
+            (Punct, ","),
+            (HexOrBit, "X'AB'"),
+            (Punct, ","),
+            (UserVariable, "@v"),
+            (Punct, ","),
+            (SystemVariable, "@@session.sql_mode"),
+            (Punct, ","),
+            (Placeholder, "?"),
+            (Word, "FROM"),
+            (Word, "t_order"),
+        ];
+        let want: Vec<_> = want.iter().map(|(k, s)| (*k, s.to_string())).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn identifiers_may_start_with_digits() {
+        let got = kinds("SELECT 1abc, 12, 1e5x");
+        assert_eq!(got[1], (TokenKind::Word, "1abc".into()));
+        assert_eq!(got[3], (TokenKind::Number, "12".into()));
+        assert_eq!(got[5], (TokenKind::Word, "1e5x".into()));
+    }
+
+    #[test]
+    fn comments_are_reported_and_skipped() {
+        let sql = b"SELECT /*route_key='EU_CHANNEL'*/ 1 -- tail\n# hash\n/*+ BKA(t) */";
+        let lexed = lex(sql, LexMode::default());
+        assert_eq!(lexed.tokens.len(), 2);
+        let bodies: Vec<_> = lexed
+            .comments
+            .iter()
+            .map(|c| String::from_utf8_lossy(&sql[c.body.clone()]).into_owned())
+            .collect();
+        assert_eq!(
+            bodies,
+            ["route_key='EU_CHANNEL'", " tail", " hash", "+ BKA(t) "]
+        );
+        assert!(lexed.comments[3].optimizer_hint);
+        // `--` without a following space is two minus signs.
+        assert_eq!(kinds("SELECT 1--1").len(), 5);
+    }
+
+    #[test]
+    fn executable_comments_are_transparent() {
+        let got = kinds("/*!40101 SET NAMES utf8 */");
+        assert_eq!(got[0], (TokenKind::ExecCommentOpen, "/*!40101".into()));
+        assert_eq!(got[1].1, "SET");
+        assert_eq!(got.last().unwrap().0, TokenKind::ExecCommentClose);
+    }
+
+    #[test]
+    fn statements_split_outside_strings_and_comments() {
+        let sql = b"SELECT ';' ; /* ; */ SELECT 2;; -- ;\n  ; SELECT `;`";
+        let parts: Vec<_> = split_statements(sql, LexMode::default())
+            .into_iter()
+            .map(|r| String::from_utf8_lossy(&sql[r]).trim().to_owned())
+            .collect();
+        assert_eq!(parts, ["SELECT ';'", "/* ; */ SELECT 2", "SELECT `;`"]);
+    }
+
+    #[test]
+    fn procedure_bodies_are_not_split() {
+        let sql = b"CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END";
+        assert_eq!(split_statements(sql, LexMode::default()).len(), 1);
+    }
+
+    #[test]
+    fn backslashes_follow_the_sql_mode() {
+        let sql = br"SELECT 'a\' , order_id FROM t";
+        let normal = lex(sql, LexMode::default());
+        assert!(normal.unterminated);
+        let nbe = lex(
+            sql,
+            LexMode {
+                no_backslash_escapes: true,
+                ansi_quotes: false,
+            },
+        );
+        assert!(!nbe.unterminated);
+        assert_eq!(nbe.tokens.len(), 6);
+    }
+
+    #[test]
+    fn binary_bytes_inside_strings_do_not_confuse_the_lexer() {
+        let mut sql = b"INSERT INTO t VALUES (_binary'".to_vec();
+        sql.extend_from_slice(&[0xff, 0x00, 0x5c, 0x27, 0x80, 0x3b]);
+        sql.extend_from_slice(b"'); SELECT 1");
+        let parts = split_statements(&sql, LexMode::default());
+        assert_eq!(parts.len(), 2);
+    }
+
+    #[test]
+    fn unescape_handles_mysql_escapes() {
+        let m = LexMode::default();
+        assert_eq!(unescape_string(br"'a\'b''c\n'", m), b"a'b'c\n");
+        assert_eq!(unescape_string(br#""x""y""#, m), b"x\"y");
+        assert_eq!(unescape_string(br"'\%'", m), br"\%");
+        assert_eq!(unescape_string(b"N'abc'", m), b"abc");
+    }
+}
