@@ -62,6 +62,9 @@ pub enum ProxyError {
     /// A fault in the proxy itself.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The client connection failed: nothing more can be sent to it.
+    #[error("client connection lost: {0}")]
+    ClientGone(String),
 }
 
 impl ProxyError {
@@ -119,6 +122,11 @@ impl ProxyError {
                 ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
                 *b"HY000",
                 format!("Lost connection to a backend: {m}").into_bytes(),
+            ),
+            Self::ClientGone(m) => (
+                2013,
+                *b"HY000",
+                format!("Lost connection to the client: {m}").into_bytes(),
             ),
             Self::Internal(m) => (
                 ER_UNKNOWN_ERROR,

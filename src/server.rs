@@ -1,1 +1,90 @@
+//! The listener: `run(listener, config, shutdown)` serves clients until `shutdown`
+//! resolves. Tests start it in-process on `127.0.0.1:0`.
 
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::backend::Pools;
+use crate::config::Config;
+use crate::route::Router;
+use crate::route::index::MysqlIndexTable;
+use crate::sql::shape::AnalysisCache;
+
+/// State shared by every session of one proxy process.
+pub struct Proxy {
+    /// The configuration in force.
+    pub config: Arc<Config>,
+    /// The router, with its index table and cache.
+    pub router: Router<MysqlIndexTable>,
+    /// Backend pools.
+    pub pools: Pools,
+    /// Analyses by statement shape.
+    pub analyses: AnalysisCache,
+    next_connection_id: AtomicU32,
+}
+
+impl Proxy {
+    /// Builds the shared state (no connection opens yet).
+    pub fn new(config: Config) -> Arc<Self> {
+        let config = Arc::new(config);
+        Arc::new(Self {
+            router: Router::new(config.clone(), MysqlIndexTable::new(&config)),
+            pools: Pools::new(&config),
+            analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
+            next_connection_id: AtomicU32::new(1),
+            config,
+        })
+    }
+
+    /// A new connection id (never 0).
+    pub fn next_connection_id(&self) -> u32 {
+        loop {
+            let id = self.next_connection_id.fetch_add(1, Ordering::Relaxed);
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+}
+
+/// Serves MySQL clients on `listener` until `shutdown` completes; then stops accepting and
+/// ends the sessions still open.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let proxy = Proxy::new(config);
+    serve(listener, proxy, shutdown).await
+}
+
+/// [`run`] with shared state built by the caller (tests read its counters).
+pub async fn serve(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mut sessions = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, peer)) => {
+                    sessions.spawn(crate::frontend::serve(proxy.clone(), tcp, peer));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+            () = &mut shutdown => break,
+        }
+    }
+    sessions.shutdown().await;
+    Ok(())
+}

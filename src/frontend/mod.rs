@@ -1,1 +1,195 @@
+//! The client side: one session per connection. [`handshake`] authenticates; the command
+//! loop here reads one command at a time (so pipelined commands are answered in order) and
+//! hands it to the session; [`query`] is the table of contents of statement handling.
 
+pub mod client;
+mod data;
+pub mod handshake;
+mod query;
+pub mod session;
+mod set;
+mod show;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use mysql_common::constants::{CapabilityFlags, Command};
+use tokio::net::TcpStream;
+
+use crate::error::{ER_UNKNOWN_COM_ERROR, ProxyError};
+use crate::protocol::packets::{OkInfo, eof_packet};
+use crate::server::Proxy;
+use client::Client;
+use session::Session;
+
+/// What the loop does after a command.
+enum Next {
+    Continue,
+    Quit,
+}
+
+/// Serves one client connection until it quits or fails.
+pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
+    let _ = tcp.set_nodelay(true);
+    let id = proxy.next_connection_id();
+    let login = match handshake::accept(tcp, &proxy.config, id, &peer.to_string()).await {
+        Ok(Some(login)) => login,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::debug!(connection = id, error = %e, "handshake failed");
+            return;
+        }
+    };
+    let mut client = login.client;
+    let collation = login.collation;
+    let mut session = Session::new(
+        proxy,
+        id,
+        login.user,
+        peer.ip().to_string(),
+        client.caps,
+        collation,
+        login.attributes,
+    );
+    tracing::debug!(connection = id, user = %session.user, "client connected");
+    let welcome = match &login.database {
+        Some(db) => session.select_database(db).await,
+        None => Ok(()),
+    };
+    let sent = match welcome {
+        Ok(()) => client.ok(&OkInfo {
+            status: session.status(),
+            ..Default::default()
+        }),
+        Err(e) => client.error(&e),
+    };
+    if sent.is_err()
+        || client.flush().await.is_err()
+        || login.database.is_some() && session.database.is_none()
+    {
+        session.release_all().await;
+        return;
+    }
+    loop {
+        client.stream.reset_seq();
+        let packet = match client.stream.read_packet().await {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(connection = id, error = %e, "client read failed");
+                break;
+            }
+        };
+        let next = command(&mut session, &mut client, &packet, collation).await;
+        let flushed = client.flush().await;
+        match (next, flushed) {
+            (Ok(Next::Continue), Ok(())) => {}
+            (Ok(Next::Quit), _) | (Err(_), _) | (_, Err(_)) => break,
+        }
+    }
+    session.release_all().await;
+    tracing::debug!(connection = id, "client disconnected");
+}
+
+/// One protocol command. `Err` means the client connection is gone.
+async fn command(
+    session: &mut Session,
+    client: &mut Client,
+    packet: &[u8],
+    collation: u8,
+) -> Result<Next, ProxyError> {
+    let Some((&code, body)) = packet.split_first() else {
+        return Ok(Next::Quit);
+    };
+    let ok = |session: &Session, client: &mut Client| {
+        client.ok(&OkInfo {
+            status: session.status(),
+            ..Default::default()
+        })
+    };
+    match code {
+        c if c == Command::COM_QUIT as u8 => return Ok(Next::Quit),
+        c if c == Command::COM_PING as u8 => ok(session, client)?,
+        c if c == Command::COM_QUERY as u8 => session.query(client, body).await?,
+        c if c == Command::COM_INIT_DB as u8 => {
+            let db = String::from_utf8_lossy(body).into_owned();
+            if let Err(e) = session.use_database(client, &db, false).await {
+                reply_error(session, client, &e)?;
+            }
+        }
+        c if c == Command::COM_RESET_CONNECTION as u8 => {
+            session.reset(collation).await;
+            ok(session, client)?;
+        }
+        c if c == Command::COM_SET_OPTION as u8 => {
+            // 0: multi-statements on, 1: off. The reply is an EOF packet.
+            match body.first() {
+                Some(0) => client.caps.insert(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
+                Some(1) => client.caps.remove(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
+                _ => {}
+            }
+            client.packet(&eof_packet(0, session.status()))?;
+        }
+        c if c == Command::COM_STATISTICS as u8 => {
+            let ds = session.proxy.config.sharding.default_datasource;
+            let answer = match session.connection(ds).await {
+                Ok(conn) => conn.simple_command(Command::COM_STATISTICS, &[]).await,
+                Err(e) => Err(e),
+            };
+            session.release_idle();
+            match answer {
+                Ok(text) => client.packet(&text)?,
+                Err(e) => reply_error(session, client, &e)?,
+            }
+        }
+        c if c == Command::COM_PROCESS_KILL as u8 => {
+            let id = body
+                .get(..4)
+                .map(|b| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes"))));
+            if id == Some(u64::from(session.id)) {
+                return Ok(Next::Quit);
+            }
+            let e = ProxyError::client(
+                crate::error::ER_NO_SUCH_THREAD,
+                b"HY000",
+                format!("Unknown thread id: {}", id.unwrap_or(0)),
+            );
+            reply_error(session, client, &e)?;
+        }
+        c if (Command::COM_STMT_PREPARE as u8..=Command::COM_STMT_FETCH as u8).contains(&c)
+            && c != Command::COM_SET_OPTION as u8 =>
+        {
+            if c == Command::COM_STMT_CLOSE as u8 || c == Command::COM_STMT_SEND_LONG_DATA as u8 {
+                // These commands have no reply.
+                return Ok(Next::Continue);
+            }
+            let e = ProxyError::client(
+                ER_UNKNOWN_COM_ERROR,
+                b"08S01",
+                "routekey-proxy does not serve prepared statements (COM_STMT_*) yet; use text queries (useServerPrepStmts=false)",
+            );
+            reply_error(session, client, &e)?;
+        }
+        _ => {
+            let e = ProxyError::client(
+                ER_UNKNOWN_COM_ERROR,
+                b"08S01",
+                format!("Unknown command {code:#04x}"),
+            );
+            reply_error(session, client, &e)?;
+        }
+    }
+    Ok(Next::Continue)
+}
+
+fn reply_error(
+    session: &mut Session,
+    client: &mut Client,
+    e: &ProxyError,
+) -> Result<(), ProxyError> {
+    if let ProxyError::ClientGone(_) = e {
+        return Err(e.clone());
+    }
+    session.record_error(e);
+    client.error(e)
+}

@@ -738,7 +738,7 @@ impl Planner<'_, '_> {
             parent[ra] = rb;
         };
         let index_of = |qualifier: &str| self.refs.iter().position(|r| r.visible_name == qualifier);
-        let mut equalities = |expr: &Expr, union: &mut dyn FnMut(usize, usize)| {
+        let equalities = |expr: &Expr, union: &mut dyn FnMut(usize, usize)| {
             for term in and_terms(expr) {
                 if let Expr::BinaryOp {
                     left,

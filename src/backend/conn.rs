@@ -1,0 +1,471 @@
+//! One backend connection, driven by the proxy itself on mysql_common: client handshake,
+//! mysql_native_password, commands, and the session state the proxy applied to it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
+use mysql_common::proto::MySerialize;
+use mysql_common::scramble::scramble_native;
+use tokio::net::TcpStream;
+
+use crate::config::{Datasource, DatasourceId};
+use crate::error::ProxyError;
+use crate::protocol::PacketStream;
+use crate::protocol::packets::{
+    ColumnInfo, OkInfo, ServerErr, column_info, is_eof, parse_eof, parse_err, parse_ok,
+    parse_text_row,
+};
+
+/// The first packet of a command's response.
+#[derive(Debug)]
+pub enum Response {
+    /// An OK packet.
+    Ok(OkInfo),
+    /// An ERR packet.
+    Err(ServerErr),
+    /// A result set with this many columns follows.
+    ResultSet(u64),
+}
+
+/// Session state the proxy applied to a connection, compared with what a client wants
+/// before each use ("only what differs").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppliedState {
+    /// Session variables by lower-case name, with their values as SQL literals.
+    pub vars: BTreeMap<String, Vec<u8>>,
+    /// The selected database.
+    pub database: Option<String>,
+}
+
+/// A connection to one datasource.
+pub struct BackendConn {
+    stream: PacketStream<TcpStream>,
+    datasource: DatasourceId,
+    /// The backend's thread id.
+    thread_id: u32,
+    status: u16,
+    broken: bool,
+    /// What the proxy set on this connection.
+    pub state: AppliedState,
+}
+
+impl std::fmt::Debug for BackendConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendConn")
+            .field("datasource", &self.datasource)
+            .field("thread_id", &self.thread_id)
+            .field("status", &self.status)
+            .finish()
+    }
+}
+
+/// Capabilities the proxy asks of every backend. No MULTI_STATEMENTS (the proxy splits
+/// statements itself), no DEPRECATE_EOF, no SESSION_TRACK, no LOCAL_FILES.
+fn base_capabilities() -> CapabilityFlags {
+    CapabilityFlags::CLIENT_LONG_PASSWORD
+        | CapabilityFlags::CLIENT_LONG_FLAG
+        | CapabilityFlags::CLIENT_PROTOCOL_41
+        | CapabilityFlags::CLIENT_TRANSACTIONS
+        | CapabilityFlags::CLIENT_SECURE_CONNECTION
+        | CapabilityFlags::CLIENT_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+}
+
+fn unavailable(ds: &Datasource, what: impl std::fmt::Display) -> ProxyError {
+    ProxyError::Unavailable(format!("datasource {} ({}): {what}", ds.name, ds.address))
+}
+
+impl BackendConn {
+    /// Opens and authenticates a connection. `found_rows` sets CLIENT_FOUND_ROWS (UPDATE
+    /// then reports matched rather than changed rows). The whole handshake is bounded by
+    /// the datasource's connect timeout.
+    pub async fn connect(
+        ds: &Datasource,
+        id: DatasourceId,
+        found_rows: bool,
+        max_packet: usize,
+    ) -> Result<Self, ProxyError> {
+        match tokio::time::timeout(
+            ds.connect_timeout,
+            Self::open(ds, id, found_rows, max_packet),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(unavailable(
+                ds,
+                format!("no connection within {:?}", ds.connect_timeout),
+            )),
+        }
+    }
+
+    async fn open(
+        ds: &Datasource,
+        id: DatasourceId,
+        found_rows: bool,
+        max_packet: usize,
+    ) -> Result<Self, ProxyError> {
+        let tcp = TcpStream::connect(&ds.address)
+            .await
+            .map_err(|e| unavailable(ds, e))?;
+        let _ = tcp.set_nodelay(true);
+        let mut stream = PacketStream::new(tcp, max_packet);
+        let io = |e: std::io::Error| unavailable(ds, e);
+        let greeting = stream.expect_packet().await.map_err(io)?;
+        if greeting.first() == Some(&0xff) {
+            let e = parse_err(&greeting);
+            return Err(unavailable(ds, String::from_utf8_lossy(&e.message)));
+        }
+        let handshake: HandshakePacket<'_> = ParseBuf(&greeting)
+            .parse(())
+            .map_err(|e| unavailable(ds, format!("bad handshake: {e}")))?;
+        let mut caps = base_capabilities() & handshake.capabilities();
+        caps |= CapabilityFlags::CLIENT_PROTOCOL_41;
+        if found_rows {
+            caps |= CapabilityFlags::CLIENT_FOUND_ROWS;
+        }
+        let nonce = handshake.nonce();
+        let auth = native_auth(&nonce, &ds.password);
+        let response = HandshakeResponse::new(
+            Some(auth),
+            handshake.server_version_parsed().unwrap_or((5, 5, 5)),
+            Some(ds.user.as_bytes()),
+            ds.database.as_deref().map(str::as_bytes),
+            Some(AuthPlugin::MysqlNativePassword),
+            caps,
+            None,
+            u32::try_from(max_packet).unwrap_or(u32::MAX),
+        );
+        let mut buf = Vec::new();
+        response.serialize(&mut buf);
+        stream.write_packet(&buf).map_err(io)?;
+        stream.flush().await.map_err(io)?;
+        loop {
+            let reply = stream.expect_packet().await.map_err(io)?;
+            match reply.first() {
+                Some(0x00) => break,
+                Some(0xff) => {
+                    let e = parse_err(&reply);
+                    return Err(unavailable(ds, String::from_utf8_lossy(&e.message)));
+                }
+                Some(0xfe) => {
+                    let switch: AuthSwitchRequest<'_> = ParseBuf(&reply)
+                        .parse(())
+                        .map_err(|e| unavailable(ds, format!("bad auth switch: {e}")))?;
+                    if !matches!(switch.auth_plugin(), AuthPlugin::MysqlNativePassword) {
+                        return Err(unavailable(
+                            ds,
+                            "the backend account must use mysql_native_password",
+                        ));
+                    }
+                    let data = switch.plugin_data();
+                    let nonce = data.strip_suffix(&[0]).unwrap_or(data);
+                    stream
+                        .write_packet(&native_auth(nonce, &ds.password))
+                        .map_err(io)?;
+                    stream.flush().await.map_err(io)?;
+                }
+                _ => return Err(unavailable(ds, "unexpected packet during authentication")),
+            }
+        }
+        let mut state = AppliedState {
+            database: ds.database.clone(),
+            ..Default::default()
+        };
+        // HandshakeResponse asks for utf8mb4_general_ci; autocommit starts on.
+        for (name, value) in [
+            ("character_set_client", "'utf8mb4'"),
+            ("character_set_connection", "'utf8mb4'"),
+            ("character_set_results", "'utf8mb4'"),
+            ("collation_connection", "'utf8mb4_general_ci'"),
+            ("autocommit", "1"),
+        ] {
+            state
+                .vars
+                .insert(name.to_owned(), value.as_bytes().to_vec());
+        }
+        Ok(Self {
+            stream,
+            datasource: id,
+            thread_id: handshake.connection_id(),
+            status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
+            broken: false,
+            state,
+        })
+    }
+
+    /// The datasource this connection belongs to.
+    pub fn datasource(&self) -> DatasourceId {
+        self.datasource
+    }
+
+    /// The backend's thread id (what `KILL` on the backend names).
+    pub fn thread_id(&self) -> u32 {
+        self.thread_id
+    }
+
+    /// The backend reported an open transaction in its last status.
+    pub fn in_transaction(&self) -> bool {
+        self.status & StatusFlags::SERVER_STATUS_IN_TRANS.bits() != 0
+    }
+
+    /// The last status flags the backend reported.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Records the status of an OK or EOF packet read by a relay.
+    pub fn observe_status(&mut self, status: u16) {
+        self.status = status;
+    }
+
+    /// The connection cannot be trusted any more (I/O error, unread rows): the pool drops it.
+    pub fn mark_broken(&mut self) {
+        self.broken = true;
+    }
+
+    /// See [`BackendConn::mark_broken`].
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    fn io_error(&mut self, e: std::io::Error) -> ProxyError {
+        self.broken = true;
+        ProxyError::Io(e.to_string())
+    }
+
+    /// Sends a command packet (`command` byte, then `body`).
+    pub async fn send_command(&mut self, command: Command, body: &[u8]) -> Result<(), ProxyError> {
+        self.stream.reset_seq();
+        let mut payload = Vec::with_capacity(body.len() + 1);
+        payload.push(command as u8);
+        payload.extend_from_slice(body);
+        if let Err(e) = self.stream.write_packet(&payload) {
+            // Too large: nothing was sent, the connection stays usable.
+            return Err(ProxyError::client(
+                crate::error::ER_NET_PACKET_TOO_LARGE,
+                b"08S01",
+                format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"),
+            ));
+        }
+        if let Err(e) = self.stream.flush().await {
+            return Err(self.io_error(e));
+        }
+        Ok(())
+    }
+
+    /// The next packet of a response.
+    pub async fn read_packet(&mut self) -> Result<BytesMut, ProxyError> {
+        match self.stream.expect_packet().await {
+            Ok(p) => Ok(p),
+            Err(e) => Err(self.io_error(e)),
+        }
+    }
+
+    /// Reads the first packet of a response and says what follows.
+    pub async fn read_response(&mut self) -> Result<Response, ProxyError> {
+        let packet = self.read_packet().await?;
+        match packet.first() {
+            Some(0x00) => {
+                let ok = parse_ok(&packet).ok_or_else(|| {
+                    self.broken = true;
+                    ProxyError::Internal("malformed OK packet from backend".into())
+                })?;
+                self.status = ok.status;
+                Ok(Response::Ok(ok))
+            }
+            Some(0xff) => Ok(Response::Err(parse_err(&packet))),
+            Some(0xfb) => {
+                // LOCAL INFILE request: never negotiated; refuse it and resynchronise.
+                self.stream
+                    .write_packet(&[])
+                    .map_err(|e| ProxyError::Io(e.to_string()))?;
+                self.stream
+                    .flush()
+                    .await
+                    .map_err(|e| ProxyError::Io(e.to_string()))?;
+                Box::pin(self.read_response()).await
+            }
+            _ => {
+                let mut pos = 0;
+                let columns = crate::protocol::packets::read_lenenc_int(&packet, &mut pos)
+                    .ok_or_else(|| {
+                        self.broken = true;
+                        ProxyError::Internal("malformed result set header from backend".into())
+                    })?;
+                Ok(Response::ResultSet(columns))
+            }
+        }
+    }
+
+    /// Runs a statement and expects OK (result sets are read and dropped); a backend error
+    /// becomes [`ProxyError::Backend`].
+    pub async fn execute(&mut self, sql: &[u8]) -> Result<OkInfo, ProxyError> {
+        self.send_command(Command::COM_QUERY, sql).await?;
+        let mut last = OkInfo::default();
+        loop {
+            match self.read_response().await? {
+                Response::Ok(ok) => {
+                    let more = ok.status & StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() != 0;
+                    last = ok;
+                    if !more {
+                        return Ok(last);
+                    }
+                }
+                Response::Err(e) => return Err(backend_error(e)),
+                Response::ResultSet(_) => {
+                    let (_, _, status) = self.read_rows(true).await?;
+                    if status & StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() == 0 {
+                        return Ok(last);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs a query and collects its (small) result: column names and types, rows.
+    pub async fn query_rows(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<(Vec<ColumnInfo>, Vec<Vec<Option<Vec<u8>>>>), ProxyError> {
+        self.send_command(Command::COM_QUERY, sql).await?;
+        match self.read_response().await? {
+            Response::Ok(_) => Ok((Vec::new(), Vec::new())),
+            Response::Err(e) => Err(backend_error(e)),
+            Response::ResultSet(_) => {
+                let (columns, rows, _) = self.read_rows(false).await?;
+                Ok((columns, rows))
+            }
+        }
+    }
+
+    /// Reads column definitions and rows after a result set header; `discard` skips
+    /// parsing. Returns the final status too.
+    async fn read_rows(
+        &mut self,
+        discard: bool,
+    ) -> Result<(Vec<ColumnInfo>, Vec<Vec<Option<Vec<u8>>>>, u16), ProxyError> {
+        let mut columns = Vec::new();
+        loop {
+            let p = self.read_packet().await?;
+            if is_eof(&p) {
+                break;
+            }
+            if !discard {
+                columns.push(column_info(&p).unwrap_or(ColumnInfo {
+                    name: Vec::new(),
+                    column_type: 0,
+                }));
+            }
+        }
+        let mut rows = Vec::new();
+        loop {
+            let p = self.read_packet().await?;
+            if is_eof(&p) {
+                let (_, status) = parse_eof(&p);
+                self.status = status;
+                return Ok((columns, rows, status));
+            }
+            if p.first() == Some(&0xff) {
+                return Err(backend_error(parse_err(&p)));
+            }
+            if !discard {
+                rows.push(parse_text_row(&p, columns.len()).unwrap_or_default());
+            }
+        }
+    }
+
+    /// COM_RESET_CONNECTION: rolls back, drops temporary tables, locks, user variables and
+    /// prepared statements, and resets session variables.
+    pub async fn reset(&mut self) -> Result<(), ProxyError> {
+        self.send_command(Command::COM_RESET_CONNECTION, &[])
+            .await?;
+        match self.read_response().await? {
+            Response::Ok(_) => {
+                self.state.vars.clear();
+                Ok(())
+            }
+            Response::Err(e) => {
+                self.broken = true;
+                Err(backend_error(e))
+            }
+            Response::ResultSet(_) => {
+                self.broken = true;
+                Err(ProxyError::Internal(
+                    "result set in reply to a reset".into(),
+                ))
+            }
+        }
+    }
+
+    /// COM_INIT_DB.
+    pub async fn init_db(&mut self, database: &str) -> Result<(), ProxyError> {
+        self.send_command(Command::COM_INIT_DB, database.as_bytes())
+            .await?;
+        match self.read_response().await? {
+            Response::Ok(_) => {
+                self.state.database = Some(database.to_owned());
+                Ok(())
+            }
+            Response::Err(e) => Err(backend_error(e)),
+            Response::ResultSet(_) => {
+                self.broken = true;
+                Err(ProxyError::Internal(
+                    "result set in reply to COM_INIT_DB".into(),
+                ))
+            }
+        }
+    }
+
+    /// COM_PING, bounded by `timeout`.
+    pub async fn ping(&mut self, timeout: Duration) -> Result<(), ProxyError> {
+        let ping = async {
+            self.send_command(Command::COM_PING, &[]).await?;
+            match self.read_response().await? {
+                Response::Ok(_) => Ok(()),
+                _ => Err(ProxyError::Internal("bad reply to COM_PING".into())),
+            }
+        };
+        match tokio::time::timeout(timeout, ping).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.broken = true;
+                Err(ProxyError::Io("ping timed out".into()))
+            }
+        }
+    }
+
+    /// Sends a command whose reply is a single packet and returns that packet.
+    pub async fn simple_command(
+        &mut self,
+        command: Command,
+        body: &[u8],
+    ) -> Result<BytesMut, ProxyError> {
+        self.send_command(command, body).await?;
+        self.read_packet().await
+    }
+}
+
+/// A backend ERR as a client error, unchanged.
+pub fn backend_error(e: ServerErr) -> ProxyError {
+    ProxyError::Backend {
+        code: e.code,
+        state: e.state,
+        message: e.message,
+    }
+}
+
+fn native_auth(nonce: &[u8], password: &str) -> Vec<u8> {
+    if password.is_empty() {
+        return Vec::new();
+    }
+    scramble_native(nonce, password.as_bytes())
+        .map(|s| s.to_vec())
+        .unwrap_or_default()
+}

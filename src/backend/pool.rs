@@ -1,0 +1,167 @@
+//! Pools of backend connections (bb8): one per datasource and per value of the connection
+//! flags that change results (CLIENT_FOUND_ROWS).
+//!
+//! bb8 runs nothing when a connection comes back, so sessions reset or drop what they
+//! leave dirty themselves (see `frontend::session`). `test_on_check_out` is off: a clean
+//! connection is not pinged on every checkout; a broken one is marked and discarded.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bb8::{ErrorSink, ManageConnection, Pool, PooledConnection, RunError};
+use tokio::sync::watch;
+
+use super::conn::BackendConn;
+use crate::config::{Config, Datasource, DatasourceId};
+use crate::error::ProxyError;
+
+/// Opens connections to one datasource for bb8.
+pub struct BackendManager {
+    datasource: Datasource,
+    id: DatasourceId,
+    found_rows: bool,
+    max_packet: usize,
+}
+
+impl ManageConnection for BackendManager {
+    type Connection = BackendConn;
+    type Error = ProxyError;
+
+    async fn connect(&self) -> Result<BackendConn, ProxyError> {
+        BackendConn::connect(&self.datasource, self.id, self.found_rows, self.max_packet).await
+    }
+
+    async fn is_valid(&self, conn: &mut BackendConn) -> Result<(), ProxyError> {
+        conn.ping(self.datasource.connect_timeout).await
+    }
+
+    fn has_broken(&self, conn: &mut BackendConn) -> bool {
+        conn.is_broken()
+    }
+}
+
+/// Publishes connect errors so waiting sessions can fail fast when a datasource is down.
+#[derive(Clone)]
+struct ConnectErrors(Arc<watch::Sender<String>>);
+
+impl std::fmt::Debug for ConnectErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConnectErrors")
+    }
+}
+
+impl ErrorSink<ProxyError> for ConnectErrors {
+    fn sink(&self, error: ProxyError) {
+        tracing::warn!(%error, "backend connect failed");
+        self.0.send_replace(error.to_string());
+    }
+
+    fn boxed_clone(&self) -> Box<dyn ErrorSink<ProxyError>> {
+        Box::new(self.clone())
+    }
+}
+
+struct DatasourcePool {
+    pool: Pool<BackendManager>,
+    errors: watch::Receiver<String>,
+    name: String,
+    checkout_timeout: std::time::Duration,
+}
+
+/// A pooled backend connection, owned by a session while it uses it.
+pub type PooledConn = PooledConnection<'static, BackendManager>;
+
+/// All pools of the proxy.
+pub struct Pools {
+    pools: HashMap<(DatasourceId, bool), DatasourcePool>,
+}
+
+impl Pools {
+    /// Builds the pools (no connection opens until first use).
+    pub fn new(config: &Config) -> Self {
+        let mut pools = HashMap::new();
+        for (i, ds) in config.datasources.iter().enumerate() {
+            let id = DatasourceId(i as u16);
+            for found_rows in [false, true] {
+                let (tx, rx) = watch::channel(String::new());
+                let pool = Pool::builder()
+                    .max_size(ds.pool_size)
+                    .connection_timeout(ds.checkout_timeout)
+                    .idle_timeout(Some(ds.idle_timeout))
+                    .test_on_check_out(false)
+                    .error_sink(Box::new(ConnectErrors(Arc::new(tx))))
+                    .build_unchecked(BackendManager {
+                        datasource: ds.clone(),
+                        id,
+                        found_rows,
+                        max_packet: config.server.max_packet_size,
+                    });
+                pools.insert(
+                    (id, found_rows),
+                    DatasourcePool {
+                        pool,
+                        errors: rx,
+                        name: ds.name.clone(),
+                        checkout_timeout: ds.checkout_timeout,
+                    },
+                );
+            }
+        }
+        Self { pools }
+    }
+
+    /// A connection to `datasource`. Waits at most the datasource's checkout timeout; fails
+    /// at once with the connect error when the datasource has no live connection and a
+    /// connect attempt fails.
+    pub async fn get(
+        &self,
+        datasource: DatasourceId,
+        found_rows: bool,
+    ) -> Result<PooledConn, ProxyError> {
+        let p = self.pools.get(&(datasource, found_rows)).ok_or_else(|| {
+            ProxyError::Internal(format!("no pool for datasource {datasource:?}"))
+        })?;
+        let mut errors = p.errors.clone();
+        errors.mark_unchanged();
+        let get = p.pool.get_owned();
+        tokio::pin!(get);
+        loop {
+            tokio::select! {
+                result = &mut get => {
+                    return result.map_err(|e| match e {
+                        RunError::User(e) => e,
+                        RunError::TimedOut => ProxyError::Unavailable(format!(
+                            "datasource {}: no connection available within {:?} (pool exhausted or backend unreachable; last connect error: {})",
+                            p.name,
+                            p.checkout_timeout,
+                            non_empty(&p.errors.borrow()),
+                        )),
+                    });
+                }
+                changed = errors.changed() => {
+                    if changed.is_ok() && p.pool.state().connections == 0 {
+                        return Err(ProxyError::Unavailable(errors.borrow().clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Connections per pool: (datasource, found_rows, open, idle).
+    pub fn state(&self) -> Vec<(String, bool, u32, u32)> {
+        let mut out: Vec<_> = self
+            .pools
+            .iter()
+            .map(|((_, fr), p)| {
+                let s = p.pool.state();
+                (p.name.clone(), *fr, s.connections, s.idle_connections)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+fn non_empty(s: &str) -> &str {
+    if s.is_empty() { "none" } else { s }
+}

@@ -1,0 +1,116 @@
+//! The client side of a session: writes OK, ERR, EOF and result sets as the client
+//! negotiated them (classic EOF or DEPRECATE_EOF, session tracking on or off).
+
+use mysql_common::constants::CapabilityFlags;
+use tokio::net::TcpStream;
+
+use crate::error::ProxyError;
+use crate::protocol::PacketStream;
+use crate::protocol::packets::{
+    ColumnSpec, OkInfo, column_definition, eof_packet, err_packet, ok_packet, put_lenenc_int,
+};
+
+/// The client connection and what it negotiated.
+pub struct Client {
+    /// Packets to and from the client.
+    pub stream: PacketStream<TcpStream>,
+    /// Capabilities both sides agreed on.
+    pub caps: CapabilityFlags,
+}
+
+impl Client {
+    /// Results end with an OK packet (0xFE) instead of EOF; no EOF after column definitions.
+    pub fn deprecate_eof(&self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    }
+
+    /// OK packets carry their info length-encoded.
+    pub fn session_track(&self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
+    }
+
+    /// Queues a packet, mapping I/O errors.
+    pub fn packet(&mut self, payload: &[u8]) -> Result<(), ProxyError> {
+        self.stream
+            .write_packet(payload)
+            .map_err(|e| ProxyError::ClientGone(e.to_string()))
+    }
+
+    /// Sends what is queued.
+    pub async fn flush(&mut self) -> Result<(), ProxyError> {
+        self.stream
+            .flush()
+            .await
+            .map_err(|e| ProxyError::ClientGone(e.to_string()))
+    }
+
+    /// Sends what is queued once enough is buffered (long results stream).
+    pub async fn flush_if_full(&mut self) -> Result<(), ProxyError> {
+        self.stream
+            .flush_if_full()
+            .await
+            .map_err(|e| ProxyError::ClientGone(e.to_string()))
+    }
+
+    /// An OK packet.
+    pub fn ok(&mut self, ok: &OkInfo) -> Result<(), ProxyError> {
+        let payload = ok_packet(0x00, ok, self.session_track());
+        self.packet(&payload)
+    }
+
+    /// An ERR packet for `error`.
+    pub fn error(&mut self, error: &ProxyError) -> Result<(), ProxyError> {
+        let (code, state, message) = error.to_packet_parts();
+        self.packet(&err_packet(code, &state, &message))
+    }
+
+    /// The column count and definitions of a result set, then EOF for classic clients.
+    pub fn columns_header(&mut self, count: u64) -> Result<(), ProxyError> {
+        let mut buf = Vec::with_capacity(9);
+        put_lenenc_int(&mut buf, count);
+        self.packet(&buf)
+    }
+
+    /// The EOF between column definitions and rows (classic clients only).
+    pub fn columns_end(&mut self, status: u16) -> Result<(), ProxyError> {
+        if !self.deprecate_eof() {
+            self.packet(&eof_packet(0, status))?;
+        }
+        Ok(())
+    }
+
+    /// The end of a result set's rows.
+    pub fn rows_end(&mut self, warnings: u16, status: u16) -> Result<(), ProxyError> {
+        if self.deprecate_eof() {
+            let ok = OkInfo {
+                status,
+                warnings,
+                ..Default::default()
+            };
+            let payload = ok_packet(0xfe, &ok, self.session_track());
+            self.packet(&payload)
+        } else {
+            self.packet(&eof_packet(warnings, status))
+        }
+    }
+
+    /// A whole result set built by the proxy (small answers: SHOW WARNINGS, SHOW TABLES).
+    pub fn result_set(
+        &mut self,
+        columns: &[ColumnSpec<'_>],
+        rows: &[Vec<Option<Vec<u8>>>],
+        schema_table: (&str, &str),
+        status: u16,
+    ) -> Result<(), ProxyError> {
+        self.columns_header(columns.len() as u64)?;
+        for c in columns {
+            self.packet(&column_definition(c, schema_table.0, schema_table.1))?;
+        }
+        self.columns_end(status)?;
+        for row in rows {
+            let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
+            self.packet(&crate::protocol::packets::text_row(&values))?;
+        }
+        self.rows_end(0, status)
+    }
+}

@@ -1,0 +1,352 @@
+//! Data statements: analyse (or reuse the analysis of the same shape), route, rewrite per
+//! shard, run on the shards' datasources, relay.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mysql_common::constants::{Command, StatusFlags};
+
+use super::client::Client;
+use super::session::{Diagnostic, Session};
+use crate::backend::relay::{Outcome, relay};
+use crate::config::DatasourceId;
+use crate::error::ProxyError;
+use crate::protocol::packets::OkInfo;
+use crate::rewrite::{ResultNames, Statement as Rewrite};
+use crate::route::value::StatementValues;
+use crate::route::{Route, RoutePlan};
+use crate::sql::analyze::{AnalyzeContext, analyze, token_mentions_sharded_table};
+use crate::sql::hints::route_hints;
+use crate::sql::lexer::{Lexed, TokenKind};
+use crate::sql::shape::shape_key;
+use crate::sql::{Analysis, Target, Verb};
+
+/// One backend statement of a client statement.
+pub struct Piece {
+    /// Where it runs.
+    pub datasource: DatasourceId,
+    /// What is sent.
+    pub sql: Vec<u8>,
+    /// How result columns are renamed (sharded statements).
+    pub names: Option<ResultNames>,
+}
+
+/// Keywords of statements that only read.
+const READ_VERBS: [&str; 7] = [
+    "select", "show", "describe", "desc", "explain", "help", "do",
+];
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Session {
+    /// Runs a data statement and writes its result.
+    pub async fn data_statement(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        lexed: &Lexed,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let analysis = self.analysis(sql, lexed)?;
+        let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
+        let values = StatementValues {
+            sql,
+            tokens: &lexed.tokens,
+            mode: self.lex_mode,
+            params: &[],
+            last_insert_id: self.last_insert_id,
+        };
+        let plan = self
+            .proxy
+            .router
+            .route(&analysis, &values, &hints, now_ms())
+            .await?;
+        if analysis.verb == Verb::Ddl && self.in_transaction() {
+            // DDL commits the open transaction first, as MySQL does.
+            self.end_transaction(b"COMMIT").await?;
+        }
+        if plan.route == Route::NoRows {
+            return self.no_rows(client, analysis.verb, more);
+        }
+        let pieces = self.pieces(sql, lexed, &analysis, &plan);
+        for (id, channel) in &plan.index_writes {
+            self.proxy.router.write_index(*id, *channel).await?;
+        }
+        if analysis.pins {
+            self.pinned = true;
+        }
+        let write = is_write(&analysis, sql, lexed);
+        let calc_found_rows = lexed
+            .tokens
+            .iter()
+            .any(|t| t.is_word(sql, "sql_calc_found_rows"));
+        self.run(client, &pieces, write, calc_found_rows, more)
+            .await
+    }
+
+    /// The statement's analysis: kept by shape, or made now.
+    fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
+        let db_is_logical = self.in_logical_database();
+        let key = shape_key(sql, lexed, self.lex_mode, db_is_logical);
+        if let Some(a) = self.proxy.analyses.get(&key) {
+            return Ok(a);
+        }
+        let cx = AnalyzeContext {
+            config: &self.proxy.config,
+            db_is_logical,
+            decoding: self.decoding,
+        };
+        match analyze(sql, lexed, cx) {
+            Ok(analyzed) => {
+                let analysis = Arc::new(analyzed.analysis);
+                if analyzed.cacheable {
+                    self.proxy.analyses.insert(key, analysis.clone());
+                }
+                Ok(analysis)
+            }
+            Err(parse_error) => {
+                if token_mentions_sharded_table(sql, &lexed.tokens, cx) {
+                    return Err(ProxyError::not_yet(format!(
+                        "statements on sharded tables that its SQL parser cannot read (parser: {parse_error})"
+                    )));
+                }
+                // Valid MySQL the parser does not know passes through to the default
+                // datasource; invalid SQL gets the server's own error there.
+                Ok(Arc::new(Analysis {
+                    verb: Verb::Other,
+                    target: Target::Unsharded,
+                    session_fns: Vec::new(),
+                    pins: lexed.tokens.iter().any(|t| t.is_punct(sql, ":=")),
+                }))
+            }
+        }
+    }
+
+    fn pieces(
+        &self,
+        sql: &[u8],
+        lexed: &Lexed,
+        analysis: &Analysis,
+        plan: &RoutePlan,
+    ) -> Vec<Piece> {
+        let config = &self.proxy.config;
+        let st = Rewrite {
+            sql,
+            tokens: &lexed.tokens,
+        };
+        let values = self.session_values();
+        let Target::Sharded(sharded) = &analysis.target else {
+            return vec![Piece {
+                datasource: config.sharding.default_datasource,
+                sql: st.unsharded(analysis, &values).into_owned(),
+                names: None,
+            }];
+        };
+        let one = |shard: u32, rows: &[usize], null_keys: bool| {
+            let s = &config.sharding.shards[shard as usize];
+            Piece {
+                datasource: s.datasource,
+                sql: st.for_shard(analysis, sharded, s, rows, null_keys, &values),
+                names: Some(ResultNames::for_shard(config, s)),
+            }
+        };
+        match &plan.route {
+            Route::Shards(targets) => targets
+                .iter()
+                .map(|t| one(t.shard, &t.rows, false))
+                .collect(),
+            Route::Empty { shard } => vec![one(*shard, &[], true)],
+            Route::Unsharded | Route::NoRows => Vec::new(),
+        }
+    }
+
+    /// A write that matches no row: MySQL's OK, without touching a backend.
+    fn no_rows(&mut self, client: &mut Client, verb: Verb, more: bool) -> Result<(), ProxyError> {
+        self.row_count = 0;
+        self.warnings.clear();
+        let info = if verb == Verb::Update {
+            b"Rows matched: 0  Changed: 0  Warnings: 0".to_vec()
+        } else {
+            Vec::new()
+        };
+        client.ok(&OkInfo {
+            status: self.final_status(more),
+            info,
+            ..Default::default()
+        })
+    }
+
+    /// Status flags of a statement's final packet.
+    pub fn final_status(&self, more: bool) -> u16 {
+        let mut status = self.status();
+        if more {
+            status |= StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
+        }
+        status
+    }
+
+    /// Runs the pieces of one statement and writes the result. Writes must stay on one
+    /// datasource; several pieces of a write run as one backend transaction (or under a
+    /// savepoint inside the client's transaction), so the statement is atomic.
+    pub async fn run(
+        &mut self,
+        client: &mut Client,
+        pieces: &[Piece],
+        write: bool,
+        calc_found_rows: bool,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        if write {
+            let ds = pieces[0].datasource;
+            if pieces.iter().any(|p| p.datasource != ds) {
+                return Err(ProxyError::not_yet(
+                    "a write whose rows lie on more than one datasource (atomic cross-datasource writes need XA); split it by datasource",
+                ));
+            }
+            self.claim_write(ds)?;
+        }
+        let wrap = write && pieces.len() > 1;
+        let savepoint = wrap && (self.in_transaction() || !self.autocommit);
+        self.warnings.clear();
+        if calc_found_rows {
+            self.found_rows = 0;
+        }
+        let mut out = Outcome::default();
+        let status = self.status();
+        let mut result = Ok(());
+        for (i, piece) in pieces.iter().enumerate() {
+            result = self
+                .run_piece(
+                    client,
+                    piece,
+                    &mut out,
+                    status,
+                    wrap && i == 0,
+                    savepoint,
+                    calc_found_rows,
+                )
+                .await;
+            if result.is_err() {
+                break;
+            }
+        }
+        if wrap {
+            let ds = pieces[0].datasource;
+            let end: &[u8] = match (&result, savepoint) {
+                (Ok(()), true) => b"RELEASE SAVEPOINT routekey_statement",
+                (Ok(()), false) => b"COMMIT",
+                (Err(_), true) => b"ROLLBACK TO SAVEPOINT routekey_statement",
+                (Err(_), false) => b"ROLLBACK",
+            };
+            if let Some(conn) = self.held.get_mut(&ds) {
+                if let Err(e) = conn.execute(end).await {
+                    result = result.and(Err(e));
+                }
+            }
+        }
+        if let Err(e) = result {
+            self.record_error(&e);
+            self.release_idle();
+            return Err(e);
+        }
+        if out.last_insert_id != 0 {
+            self.last_insert_id = out.last_insert_id;
+        }
+        if out.result_set {
+            self.row_count = -1;
+            if !calc_found_rows {
+                self.found_rows = out.rows;
+            }
+        } else {
+            self.row_count = i64::try_from(out.affected_rows).unwrap_or(i64::MAX);
+        }
+        self.release_idle();
+        let status = self.final_status(more);
+        if out.result_set {
+            client.rows_end(
+                u16::try_from(out.warnings).unwrap_or(u16::MAX),
+                status | out.statement_flags,
+            )
+        } else {
+            client.ok(&out.ok_packet(status))
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_piece(
+        &mut self,
+        client: &mut Client,
+        piece: &Piece,
+        out: &mut Outcome,
+        status: u16,
+        begin: bool,
+        savepoint: bool,
+        calc_found_rows: bool,
+    ) -> Result<(), ProxyError> {
+        let conn = self.connection(piece.datasource).await?;
+        if begin {
+            conn.execute(if savepoint {
+                b"SAVEPOINT routekey_statement"
+            } else {
+                b"BEGIN"
+            })
+            .await?;
+        }
+        conn.send_command(Command::COM_QUERY, &piece.sql).await?;
+        let warnings_before = out.warnings;
+        relay(conn, client, piece.names.as_ref(), out, status).await?;
+        if out.warnings > warnings_before {
+            let (_, rows) = conn.query_rows(b"SHOW WARNINGS").await?;
+            let diagnostics: Vec<Diagnostic> = rows
+                .into_iter()
+                .map(|r| {
+                    let mut it = r.into_iter().map(Option::unwrap_or_default);
+                    Diagnostic {
+                        level: it.next().unwrap_or_default(),
+                        code: it.next().unwrap_or_default(),
+                        message: it.next().unwrap_or_default(),
+                    }
+                })
+                .collect();
+            self.warnings.extend(diagnostics);
+        }
+        if calc_found_rows {
+            let conn = self.connection(piece.datasource).await?;
+            let (_, rows) = conn.query_rows(b"SELECT FOUND_ROWS()").await?;
+            let n: u64 = rows
+                .first()
+                .and_then(|r| r.first().cloned().flatten())
+                .and_then(|v| String::from_utf8_lossy(&v).parse().ok())
+                .unwrap_or(0);
+            self.found_rows += n;
+        }
+        Ok(())
+    }
+
+    /// After an error, `SHOW WARNINGS` lists it.
+    pub fn record_error(&mut self, e: &ProxyError) {
+        let (code, _, message) = e.to_packet_parts();
+        self.warnings = vec![Diagnostic {
+            level: b"Error".to_vec(),
+            code: code.to_string().into_bytes(),
+            message,
+        }];
+    }
+}
+
+/// Whether a statement may change data: the datasource rule applies to writes only.
+fn is_write(analysis: &Analysis, sql: &[u8], lexed: &Lexed) -> bool {
+    match analysis.verb {
+        Verb::Select => false,
+        Verb::Insert | Verb::Update | Verb::Delete | Verb::Ddl => true,
+        Verb::Other => !lexed
+            .tokens
+            .iter()
+            .find(|t| t.kind != TokenKind::ExecCommentOpen && !t.is_punct(sql, "("))
+            .is_some_and(|t| READ_VERBS.iter().any(|v| t.is_word(sql, v))),
+    }
+}

@@ -1,0 +1,247 @@
+//! COM_QUERY: the table of contents of statement handling. A query text is split into
+//! statements (when the client negotiated several per query); each is classified from its
+//! tokens and handed to its handler; the first error ends the query, as in MySQL.
+
+use super::client::Client;
+use super::session::Session;
+use crate::error::{ER_NO_SUCH_THREAD, ER_PARSE_ERROR, ProxyError};
+use crate::protocol::packets::OkInfo;
+use crate::sql::command::{Command, classify};
+use crate::sql::lexer::{lex, split_statements};
+
+impl Session {
+    /// Runs the statements of one COM_QUERY and writes their results. Returns `Err` only
+    /// when the client connection is lost.
+    pub async fn query(&mut self, client: &mut Client, text: &[u8]) -> Result<(), ProxyError> {
+        let statements = split_statements(text, self.lex_mode);
+        if statements.is_empty() {
+            let e = ProxyError::client(1065, b"42000", "Query was empty");
+            return client.error(&e);
+        }
+        let multi = client
+            .caps
+            .contains(mysql_common::constants::CapabilityFlags::CLIENT_MULTI_STATEMENTS);
+        if statements.len() > 1 && !multi {
+            let e = ProxyError::client(
+                ER_PARSE_ERROR,
+                b"42000",
+                "You have an error in your SQL syntax: several statements in one query need the CLIENT_MULTI_STATEMENTS option",
+            );
+            return client.error(&e);
+        }
+        let last = statements.len() - 1;
+        for (i, range) in statements.into_iter().enumerate() {
+            let result = self.statement(client, &text[range], i < last).await;
+            if let Err(e) = result {
+                if let ProxyError::ClientGone(_) = e {
+                    return Err(e);
+                }
+                self.record_error(&e);
+                client.error(&e)?;
+                if self.lost_transaction() {
+                    return Err(ProxyError::ClientGone(
+                        "a backend connection holding the transaction failed".into(),
+                    ));
+                }
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One statement.
+    async fn statement(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let lexed = lex(sql, self.lex_mode);
+        match classify(sql, &lexed.tokens, self.lex_mode) {
+            Command::Statement => self.data_statement(client, sql, &lexed, more).await,
+            Command::Begin => self.begin(client, sql, more).await,
+            Command::Commit => self.finish(client, b"COMMIT", more).await,
+            Command::Rollback => self.finish(client, b"ROLLBACK", more).await,
+            Command::Savepoint(name) => self.savepoint(client, sql, Some(name), None, more).await,
+            Command::RollbackTo(name) => {
+                self.savepoint(client, sql, None, Some((name, false)), more)
+                    .await
+            }
+            Command::ReleaseSavepoint(name) => {
+                self.savepoint(client, sql, None, Some((name, true)), more)
+                    .await
+            }
+            Command::Set(items) => self.set(client, sql, &items, more).await,
+            Command::Use(db) => self.use_database(client, &db, more).await,
+            Command::ShowDiagnostics { errors_only, count } => {
+                self.show_diagnostics(client, errors_only, count, more)
+            }
+            Command::ShowTables {
+                database,
+                like,
+                filtered,
+                ..
+            } => {
+                self.show_tables(
+                    client,
+                    sql,
+                    database.as_deref(),
+                    like.as_deref(),
+                    filtered,
+                    more,
+                )
+                .await
+            }
+            Command::TableInfo {
+                table,
+                database,
+                names_in_rows,
+            } => {
+                self.table_info(client, sql, &lexed, table, database, names_in_rows, more)
+                    .await
+            }
+            Command::Xa => Err(ProxyError::not_yet("XA transactions")),
+            Command::ChainOrRelease => Err(ProxyError::not_yet(
+                "COMMIT/ROLLBACK with AND CHAIN or RELEASE",
+            )),
+            Command::Kill { query_only, id } => self.kill(client, query_only, id, more),
+        }
+    }
+
+    /// A backend connection that held part of the open transaction broke: the client must
+    /// not go on as if the transaction were intact.
+    fn lost_transaction(&self) -> bool {
+        self.held
+            .values()
+            .any(|c| c.is_broken() && c.in_transaction())
+            || (self.txn.begin.is_some() && self.held.values().any(|c| c.is_broken()))
+    }
+
+    fn ok(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+        self.warnings.clear();
+        client.ok(&OkInfo {
+            status: self.final_status(more),
+            ..Default::default()
+        })
+    }
+
+    /// BEGIN / START TRANSACTION: nothing reaches a backend until a statement does; each
+    /// datasource the transaction touches starts it then, with the same text.
+    async fn begin(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        if self.in_transaction() {
+            // MySQL commits the open transaction first.
+            self.end_transaction(b"COMMIT").await?;
+        }
+        self.txn.begin = Some(sql.to_vec());
+        self.ok(client, more)
+    }
+
+    /// COMMIT / ROLLBACK on every connection of the transaction.
+    async fn finish(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        self.end_transaction(sql).await?;
+        self.ok(client, more)
+    }
+
+    /// SAVEPOINT, ROLLBACK TO, RELEASE SAVEPOINT on every held connection; the list of
+    /// savepoints is kept so datasources that join later get them too.
+    async fn savepoint(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        set: Option<String>,
+        back_to: Option<(String, bool)>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        if !self.in_transaction() && self.autocommit {
+            // Outside a transaction MySQL accepts SAVEPOINT and forgets it at once.
+            if let Some((name, _)) = back_to {
+                return Err(ProxyError::client(
+                    1305,
+                    b"42000",
+                    format!("SAVEPOINT {name} does not exist"),
+                ));
+            }
+            return self.ok(client, more);
+        }
+        if let Some((name, _)) = &back_to {
+            if !self
+                .txn
+                .savepoints
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(name))
+            {
+                return Err(ProxyError::client(
+                    1305,
+                    b"42000",
+                    format!("SAVEPOINT {name} does not exist"),
+                ));
+            }
+        }
+        if self.held.is_empty() && !self.autocommit && self.txn.begin.is_none() {
+            // autocommit=0 with no statement yet: the savepoint opens the transaction on the
+            // default datasource, as the first statement would.
+            let ds = self.proxy.config.sharding.default_datasource;
+            self.connection(ds).await?;
+        }
+        self.on_every_held(sql).await?;
+        match (set, back_to) {
+            (Some(name), _) => {
+                self.txn
+                    .savepoints
+                    .retain(|s| !s.eq_ignore_ascii_case(&name));
+                self.txn.savepoints.push(name);
+            }
+            (None, Some((name, release))) => {
+                if let Some(i) = self
+                    .txn
+                    .savepoints
+                    .iter()
+                    .position(|s| s.eq_ignore_ascii_case(&name))
+                {
+                    // Later savepoints are gone; RELEASE removes the named one too.
+                    self.txn
+                        .savepoints
+                        .truncate(if release { i } else { i + 1 });
+                }
+            }
+            (None, None) => {}
+        }
+        self.release_idle();
+        self.ok(client, more)
+    }
+
+    /// KILL of the client's own connection or query. Other ids are never forwarded to the
+    /// backends, where the same number names some other thread.
+    fn kill(
+        &mut self,
+        client: &mut Client,
+        query_only: bool,
+        id: Option<u64>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        match id {
+            Some(id) if id == u64::from(self.id) => {
+                if query_only {
+                    // Nothing of this session runs while it executes KILL.
+                    return self.ok(client, more);
+                }
+                Err(ProxyError::ClientGone("killed by its own KILL".into()))
+            }
+            _ => Err(ProxyError::client(
+                ER_NO_SUCH_THREAD,
+                b"HY000",
+                format!("Unknown thread id: {}", id.unwrap_or(0)),
+            )),
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! One client's session: its state (database, session variables, transaction, pins,
+//! identity values) and the backend connections it holds.
+//!
+//! A session holds no backend connection between statements unless it is in a
+//! transaction or pinned. Whichever connection serves it gets the session's variables and
+//! database applied first, only what differs; a connection carrying variables the session
+//! did not set is reset first. A transaction holds one connection per datasource, and a
+//! datasource that joins later replays the transaction's start and its savepoints.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+
+use crate::backend::{BackendConn, PooledConn};
+use crate::config::DatasourceId;
+use crate::error::ProxyError;
+use crate::rewrite::SessionValues;
+use crate::server::Proxy;
+use crate::sql::charset::{Decoding, collation_names, decoding_for};
+use crate::sql::lexer::LexMode;
+
+/// One entry of `SHOW WARNINGS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// `Note`, `Warning` or `Error`.
+    pub level: Vec<u8>,
+    /// Error code.
+    pub code: Vec<u8>,
+    /// Message.
+    pub message: Vec<u8>,
+}
+
+/// The transaction the session is in, as the client sees it.
+#[derive(Debug, Default)]
+pub struct Transaction {
+    /// The `BEGIN`/`START TRANSACTION` text, replayed on each datasource that joins.
+    pub begin: Option<Vec<u8>>,
+    /// `SET TRANSACTION ...` for the next transaction only.
+    pub next_characteristics: Option<Vec<u8>>,
+    /// Savepoints in the order they were set.
+    pub savepoints: Vec<String>,
+    /// The datasource this transaction writes to (one at most, until XA).
+    pub write_datasource: Option<DatasourceId>,
+}
+
+/// The state of one client connection.
+pub struct Session {
+    /// Shared proxy state.
+    pub proxy: Arc<Proxy>,
+    /// The proxy's connection id (handshake, `CONNECTION_ID()`, `KILL`).
+    pub id: u32,
+    /// The MySQL user.
+    pub user: String,
+    /// The client's host.
+    pub host: String,
+    /// Capabilities negotiated with the client.
+    pub caps: CapabilityFlags,
+    /// Connection attributes (`program_name`, ...).
+    pub attributes: HashMap<String, String>,
+    /// Current database.
+    pub database: Option<String>,
+    /// Session variables as SQL literals, by lower-case name; always holds the character
+    /// set variables and `autocommit`.
+    pub vars: BTreeMap<String, Vec<u8>>,
+    /// `autocommit`.
+    pub autocommit: bool,
+    /// How statements are lexed (from `sql_mode`).
+    pub lex_mode: LexMode,
+    /// How statements decode (from `character_set_client`).
+    pub decoding: Decoding,
+    /// Backend connections held, by datasource.
+    pub held: BTreeMap<DatasourceId, PooledConn>,
+    /// State the proxy cannot carry was created: connections stay held until the end.
+    pub pinned: bool,
+    /// The transaction.
+    pub txn: Transaction,
+    /// `LAST_INSERT_ID()`.
+    pub last_insert_id: u64,
+    /// `ROW_COUNT()`.
+    pub row_count: i64,
+    /// `FOUND_ROWS()`.
+    pub found_rows: u64,
+    /// What `SHOW WARNINGS` lists: the previous statement's diagnostics.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Variables every session sets explicitly on its connections.
+const CHARSET_VARS: [&str; 4] = [
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+];
+
+fn literal(s: &str) -> Vec<u8> {
+    crate::rewrite::quote_string(s.as_bytes())
+}
+
+impl Session {
+    /// A new session for a logged-in client with handshake collation `collation`.
+    pub fn new(
+        proxy: Arc<Proxy>,
+        id: u32,
+        user: String,
+        host: String,
+        caps: CapabilityFlags,
+        collation: u8,
+        attributes: HashMap<String, String>,
+    ) -> Self {
+        let (charset, collation) = match collation_names(collation) {
+            // MySQL 8 collations (ids above 247) are unknown to MariaDB 10.x.
+            Some((cs, coll)) if collation <= 247 => (cs, coll),
+            Some((cs, _)) if cs == "utf8mb4" => (cs, "utf8mb4_general_ci".to_owned()),
+            _ => ("utf8mb4".to_owned(), "utf8mb4_general_ci".to_owned()),
+        };
+        let mut vars = BTreeMap::new();
+        for name in &CHARSET_VARS[..3] {
+            vars.insert((*name).to_owned(), literal(&charset));
+        }
+        vars.insert("collation_connection".to_owned(), literal(&collation));
+        vars.insert("autocommit".to_owned(), b"1".to_vec());
+        Self {
+            decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
+            proxy,
+            id,
+            user,
+            host,
+            caps,
+            attributes,
+            database: None,
+            vars,
+            autocommit: true,
+            lex_mode: LexMode::default(),
+            held: BTreeMap::new(),
+            pinned: false,
+            txn: Transaction::default(),
+            last_insert_id: 0,
+            row_count: -1,
+            found_rows: 0,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The session's current database is the logical database.
+    pub fn in_logical_database(&self) -> bool {
+        self.database
+            .as_deref()
+            .is_some_and(|d| d.eq_ignore_ascii_case(&self.proxy.config.sharding.logical_database))
+    }
+
+    /// The client negotiated CLIENT_FOUND_ROWS: its connections come from those pools.
+    pub fn found_rows(&self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS)
+    }
+
+    /// In a transaction as MySQL would report it: after BEGIN, or while a held connection
+    /// has one open (autocommit off starts one with the first statement).
+    pub fn in_transaction(&self) -> bool {
+        self.txn.begin.is_some() || self.held.values().any(|c| c.in_transaction())
+    }
+
+    /// Status flags for the client's OK and EOF packets.
+    pub fn status(&self) -> u16 {
+        let mut status = 0u16;
+        if self.autocommit {
+            status |= StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
+        }
+        if self.in_transaction() {
+            status |= StatusFlags::SERVER_STATUS_IN_TRANS.bits();
+        }
+        status
+    }
+
+    /// Values for session functions.
+    pub fn session_values(&self) -> SessionValues {
+        SessionValues {
+            last_insert_id: self.last_insert_id,
+            connection_id: self.id,
+            database: self.database.clone(),
+            row_count: self.row_count,
+            found_rows: self.found_rows,
+            user: format!("{}@{}", self.user, self.host),
+            current_user: format!("{}@%", self.user),
+        }
+    }
+
+    /// The database a connection to `ds` should have selected.
+    fn backend_database(&self, ds: DatasourceId) -> Option<String> {
+        let config = &self.proxy.config;
+        match &self.database {
+            Some(db) if !self.in_logical_database() && ds == config.sharding.default_datasource => {
+                Some(db.clone())
+            }
+            _ => config.datasource(ds).database.clone(),
+        }
+    }
+
+    /// The connection to `ds` this session uses: the one it holds, or one from the pool
+    /// prepared for this session (and joined to its transaction).
+    pub async fn connection(&mut self, ds: DatasourceId) -> Result<&mut BackendConn, ProxyError> {
+        if !self.held.contains_key(&ds) {
+            let mut conn = self.proxy.pools.get(ds, self.found_rows()).await?;
+            if let Err(e) = self.prepare(&mut conn, ds).await {
+                if !matches!(e, ProxyError::Backend { .. }) {
+                    conn.mark_broken();
+                }
+                return Err(e);
+            }
+            self.held.insert(ds, conn);
+        }
+        Ok(self.held.get_mut(&ds).expect("inserted above"))
+    }
+
+    /// Applies the session's variables and database to a connection, and joins it to the
+    /// open transaction.
+    async fn prepare(&self, conn: &mut BackendConn, ds: DatasourceId) -> Result<(), ProxyError> {
+        let foreign = conn.state.vars.keys().any(|k| !self.vars.contains_key(k));
+        if foreign {
+            conn.reset().await?;
+            conn.state.database = None;
+        }
+        let diff: Vec<(&String, &Vec<u8>)> = self
+            .vars
+            .iter()
+            .filter(|(k, v)| conn.state.vars.get(*k) != Some(*v))
+            .collect();
+        if !diff.is_empty() {
+            let mut sql = b"SET ".to_vec();
+            for (i, (name, value)) in diff.iter().enumerate() {
+                if i > 0 {
+                    sql.extend_from_slice(b", ");
+                }
+                sql.extend_from_slice(b"@@session.");
+                sql.extend_from_slice(name.as_bytes());
+                sql.extend_from_slice(b" = ");
+                sql.extend_from_slice(value);
+            }
+            if let Err(e) = conn.execute(&sql).await {
+                conn.mark_broken();
+                return Err(e);
+            }
+            for (name, value) in diff {
+                conn.state.vars.insert(name.clone(), value.clone());
+            }
+        }
+        if let Some(db) = self.backend_database(ds) {
+            if conn.state.database.as_deref() != Some(db.as_str()) {
+                conn.init_db(&db).await?;
+            }
+        }
+        if let Some(begin) = &self.txn.begin {
+            if let Some(chars) = &self.txn.next_characteristics {
+                conn.execute(chars).await?;
+            }
+            conn.execute(begin).await?;
+        }
+        if self.in_transaction() || !self.autocommit {
+            for savepoint in &self.txn.savepoints {
+                let sql = format!("SAVEPOINT {}", crate::rewrite::quote_ident(savepoint));
+                conn.execute(sql.as_bytes()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a statement: returns the connections the session need not hold to the pool,
+    /// discards broken ones, and ends the transaction bookkeeping when none is open.
+    pub fn release_idle(&mut self) {
+        let pinned = self.pinned;
+        self.held
+            .retain(|_, c| !c.is_broken() && (pinned || c.in_transaction()));
+        if !self.in_transaction() {
+            self.txn.savepoints.clear();
+            self.txn.write_datasource = None;
+        }
+    }
+
+    /// Checks the write rule for a statement writing to `ds` and records the transaction's
+    /// write datasource.
+    pub fn claim_write(&mut self, ds: DatasourceId) -> Result<(), ProxyError> {
+        if let Some(w) = self.txn.write_datasource {
+            if w != ds {
+                let config = &self.proxy.config;
+                return Err(ProxyError::not_yet(format!(
+                    "writes to a second datasource in one transaction: this transaction writes to {} and this statement to {} (atomic cross-datasource writes need XA); the transaction is left as it was",
+                    config.datasource(w).name,
+                    config.datasource(ds).name
+                )));
+            }
+        }
+        if self.txn.begin.is_some() || !self.autocommit {
+            self.txn.write_datasource = Some(ds);
+        }
+        Ok(())
+    }
+
+    /// Ends the transaction on every held connection with `sql` (COMMIT or ROLLBACK).
+    /// Read-only datasources go first, the writer last. The first error is returned after
+    /// every connection got the statement.
+    pub async fn end_transaction(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
+        let writer = self.txn.write_datasource;
+        let mut order: Vec<DatasourceId> = self.held.keys().copied().collect();
+        order.sort_by_key(|ds| Some(*ds) == writer);
+        let mut first_error = None;
+        for ds in order {
+            let conn = self.held.get_mut(&ds).expect("listed");
+            if !conn.in_transaction() && self.txn.begin.is_none() {
+                continue;
+            }
+            if let Err(e) = conn.execute(sql).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        self.txn.begin = None;
+        self.txn.next_characteristics = None;
+        self.txn.savepoints.clear();
+        self.txn.write_datasource = None;
+        self.release_idle();
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Runs `sql` on every held connection (savepoint statements).
+    pub async fn on_every_held(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
+        for conn in self.held.values_mut() {
+            conn.execute(sql).await?;
+        }
+        Ok(())
+    }
+
+    /// Gives every connection back clean: rolls back and resets those with a transaction
+    /// or pinned state (a reset that fails or hangs drops the connection instead).
+    pub async fn release_all(&mut self) {
+        let pinned = self.pinned;
+        for (_, mut conn) in std::mem::take(&mut self.held) {
+            if pinned || conn.in_transaction() {
+                let reset = tokio::time::timeout(Duration::from_secs(2), conn.reset()).await;
+                if !matches!(reset, Ok(Ok(()))) {
+                    conn.mark_broken();
+                }
+            }
+        }
+        self.pinned = false;
+        self.txn = Transaction::default();
+    }
+
+    /// COM_RESET_CONNECTION: the session starts over (same user, same connection).
+    pub async fn reset(&mut self, collation: u8) {
+        self.release_all().await;
+        let fresh = Session::new(
+            self.proxy.clone(),
+            self.id,
+            std::mem::take(&mut self.user),
+            std::mem::take(&mut self.host),
+            self.caps,
+            collation,
+            std::mem::take(&mut self.attributes),
+        );
+        let database = self.database.take();
+        *self = fresh;
+        self.database = database;
+    }
+}

@@ -1,0 +1,222 @@
+//! `SET` and `USE`: session state the proxy keeps and applies to whichever backend
+//! connection serves the client.
+//!
+//! A `SET` runs on a backend connection (so the server validates it and its errors are
+//! the server's), then the proxy reads the resulting values back and keeps them as
+//! literals: `concat(@@sql_mode, ',X')` is evaluated once, never replayed.
+
+use mysql_common::constants::ColumnType;
+
+use super::client::Client;
+use super::session::Session;
+use crate::error::{ER_UNKNOWN_CHARACTER_SET, ProxyError};
+use crate::protocol::packets::OkInfo;
+use crate::rewrite::quote_string;
+use crate::sql::charset::decoding_for;
+use crate::sql::command::SetItem;
+use crate::sql::lexer::LexMode;
+
+/// Variables a `SET NAMES`/`SET CHARACTER SET` changes.
+const CHARSET_VARS: [&str; 4] = [
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+];
+
+/// Values that are the session's own, not server variables to carry.
+const IDENTITY_VARS: [&str; 3] = ["last_insert_id", "identity", "insert_id"];
+
+fn numeric(column_type: u8) -> bool {
+    use ColumnType::*;
+    [
+        MYSQL_TYPE_DECIMAL,
+        MYSQL_TYPE_TINY,
+        MYSQL_TYPE_SHORT,
+        MYSQL_TYPE_LONG,
+        MYSQL_TYPE_FLOAT,
+        MYSQL_TYPE_DOUBLE,
+        MYSQL_TYPE_LONGLONG,
+        MYSQL_TYPE_INT24,
+        MYSQL_TYPE_NEWDECIMAL,
+        MYSQL_TYPE_YEAR,
+    ]
+    .iter()
+    .any(|t| *t as u8 == column_type)
+}
+
+impl Session {
+    /// Handles a `SET` statement.
+    pub async fn set(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        items: &[SetItem],
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        if let Some(SetItem::GlobalVar(name)) =
+            items.iter().find(|i| matches!(i, SetItem::GlobalVar(_)))
+        {
+            return Err(ProxyError::unsupported(format!(
+                "SET GLOBAL {name}: global settings are changed on each server directly, not through the proxy"
+            )));
+        }
+        for item in items {
+            if let SetItem::Names(Some(charset)) = item {
+                decoding_for(charset)
+                    .map_err(|m| ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", m))?;
+            }
+        }
+        if items
+            .iter()
+            .any(|i| i == &SetItem::Transaction { session: false })
+            && !self.in_transaction()
+        {
+            // Applies to the next transaction only: replayed where that transaction starts.
+            self.txn.next_characteristics = Some(sql.to_vec());
+            self.warnings.clear();
+            return client.ok(&OkInfo {
+                status: self.final_status(more),
+                ..Default::default()
+            });
+        }
+        let pins = items.iter().any(|i| {
+            matches!(
+                i,
+                SetItem::UserVar | SetItem::Other | SetItem::Transaction { session: false }
+            )
+        });
+        let mut names: Vec<String> = Vec::new();
+        for item in items {
+            match item {
+                SetItem::Names(_) => names.extend(CHARSET_VARS.iter().map(|s| (*s).to_owned())),
+                SetItem::SessionVar(v) => names.push(v.clone()),
+                SetItem::Transaction { session: true } => {
+                    names.extend(["tx_isolation".to_owned(), "tx_read_only".to_owned()])
+                }
+                _ => {}
+            }
+        }
+        names.sort();
+        names.dedup();
+
+        let default_ds = self.proxy.config.sharding.default_datasource;
+        if self.held.is_empty() {
+            self.connection(default_ds).await?;
+        }
+        let targets: Vec<_> = self.held.keys().copied().collect();
+        let mut values: Vec<(String, Vec<u8>)> = Vec::new();
+        for (n, ds) in targets.iter().enumerate() {
+            let conn = self.connection(*ds).await?;
+            conn.execute(sql).await?;
+            if n == 0 && !names.is_empty() {
+                let select = format!(
+                    "SELECT {}",
+                    names
+                        .iter()
+                        .map(|v| format!("@@session.{v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let (columns, rows) = conn.query_rows(select.as_bytes()).await?;
+                let row = rows.into_iter().next().unwrap_or_default();
+                for (i, name) in names.iter().enumerate() {
+                    let value = match row.get(i).cloned().flatten() {
+                        None => b"NULL".to_vec(),
+                        Some(v) if columns.get(i).is_some_and(|c| numeric(c.column_type)) => v,
+                        Some(v) => quote_string(&v),
+                    };
+                    values.push((name.clone(), value));
+                }
+            }
+            for (name, value) in &values {
+                if !IDENTITY_VARS.contains(&name.as_str()) {
+                    conn.state.vars.insert(name.clone(), value.clone());
+                }
+            }
+        }
+        if pins {
+            self.pinned = true;
+        }
+        self.absorb(values)?;
+        self.warnings.clear();
+        self.release_idle();
+        client.ok(&OkInfo {
+            status: self.final_status(more),
+            ..Default::default()
+        })
+    }
+
+    /// Keeps read-back values and updates what depends on them.
+    fn absorb(&mut self, values: Vec<(String, Vec<u8>)>) -> Result<(), ProxyError> {
+        for (name, value) in values {
+            let text = String::from_utf8_lossy(&value)
+                .trim_matches('\'')
+                .to_owned();
+            match name.as_str() {
+                "last_insert_id" | "identity" => {
+                    self.last_insert_id = text.parse().unwrap_or(0);
+                    continue;
+                }
+                "insert_id" => {
+                    // One-shot: it lives on the backend connection, which stays pinned.
+                    self.pinned = true;
+                    continue;
+                }
+                "autocommit" => self.autocommit = text == "1",
+                "sql_mode" => {
+                    let upper = text.to_ascii_uppercase();
+                    self.lex_mode = LexMode {
+                        no_backslash_escapes: upper.contains("NO_BACKSLASH_ESCAPES"),
+                        ansi_quotes: upper.contains("ANSI_QUOTES")
+                            || upper.split(',').any(|m| m == "ANSI"),
+                    };
+                }
+                "character_set_client" => {
+                    self.decoding = decoding_for(&text)
+                        .map_err(|m| ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", m))?;
+                }
+                _ => {}
+            }
+            self.vars.insert(name, value);
+        }
+        Ok(())
+    }
+
+    /// `USE db` and COM_INIT_DB. The logical database needs no backend; another database
+    /// is checked on the default datasource.
+    pub async fn use_database(
+        &mut self,
+        client: &mut Client,
+        database: &str,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        self.select_database(database).await?;
+        self.warnings.clear();
+        client.ok(&OkInfo {
+            status: self.final_status(more),
+            ..Default::default()
+        })
+    }
+
+    /// Makes `database` current without answering the client (connect-time database).
+    pub async fn select_database(&mut self, database: &str) -> Result<(), ProxyError> {
+        if database.is_empty() {
+            return Err(ProxyError::client(
+                crate::error::ER_NO_DB_ERROR,
+                b"3D000",
+                "No database selected",
+            ));
+        }
+        let logical = &self.proxy.config.sharding.logical_database;
+        if !database.eq_ignore_ascii_case(logical) {
+            let ds = self.proxy.config.sharding.default_datasource;
+            let conn = self.connection(ds).await?;
+            let checked = conn.init_db(database).await;
+            self.release_idle();
+            checked?;
+        }
+        self.database = Some(database.to_owned());
+        Ok(())
+    }
+}

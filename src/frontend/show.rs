@@ -1,0 +1,380 @@
+//! Answers about the session and the logical schema: `SHOW WARNINGS`, `SHOW TABLES` (the
+//! logical tables among the default datasource's), and `DESCRIBE`/`SHOW COLUMNS`/
+//! `SHOW CREATE TABLE`/`SHOW INDEX` of a logical table, from its first shard.
+
+use mysql_common::constants::{ColumnFlags, ColumnType, Command};
+
+use super::client::Client;
+use super::session::Session;
+use crate::error::ProxyError;
+use crate::protocol::packets::{
+    ColumnSpec, is_eof, parse_err, parse_text_row, put_lenenc_int, rewrite_column_definition,
+    text_row,
+};
+use crate::rewrite::{ResultNames, quote_ident};
+use crate::sql::TokSpan;
+use crate::sql::command::ident_text;
+use crate::sql::lexer::Lexed;
+
+fn varchar(name: &str, length: u32) -> ColumnSpec<'_> {
+    ColumnSpec {
+        name,
+        column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
+        flags: ColumnFlags::NOT_NULL_FLAG,
+        charset: 33,
+        length,
+        decimals: 39,
+    }
+}
+
+/// SQL `LIKE` with `%`, `_` and `\` escapes, ASCII case-insensitive (table names).
+fn like(pattern: &[u8], text: &[u8]) -> bool {
+    fn go(p: &[u8], t: &[u8]) -> bool {
+        match p.split_first() {
+            None => t.is_empty(),
+            Some((b'%', rest)) => (0..=t.len()).any(|i| go(rest, &t[i..])),
+            Some((b'_', rest)) => !t.is_empty() && go(rest, &t[1..]),
+            Some((b'\\', rest)) if !rest.is_empty() => {
+                t.first().is_some_and(|c| c.eq_ignore_ascii_case(&rest[0]))
+                    && go(&rest[1..], &t[1..])
+            }
+            Some((c, rest)) => {
+                t.first().is_some_and(|x| x.eq_ignore_ascii_case(c)) && go(rest, &t[1..])
+            }
+        }
+    }
+    go(pattern, text)
+}
+
+impl Session {
+    /// `SHOW WARNINGS`, `SHOW ERRORS`, `SHOW COUNT(*) WARNINGS|ERRORS`: the previous
+    /// statement's diagnostics, fetched from its backend connection before it was released.
+    pub fn show_diagnostics(
+        &mut self,
+        client: &mut Client,
+        errors_only: bool,
+        count: bool,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let rows: Vec<_> = self
+            .warnings
+            .iter()
+            .filter(|d| !errors_only || d.level == b"Error")
+            .collect();
+        let status = self.final_status(more);
+        if count {
+            let name = if errors_only {
+                "@@session.error_count"
+            } else {
+                "@@session.warning_count"
+            };
+            let spec = ColumnSpec {
+                name,
+                column_type: ColumnType::MYSQL_TYPE_LONGLONG,
+                flags: ColumnFlags::UNSIGNED_FLAG | ColumnFlags::BINARY_FLAG,
+                charset: 63,
+                length: 21,
+                decimals: 0,
+            };
+            let value = rows.len().to_string().into_bytes();
+            return client.result_set(&[spec], &[vec![Some(value)]], ("", ""), status);
+        }
+        let columns = [
+            varchar("Level", 21),
+            ColumnSpec {
+                name: "Code",
+                column_type: ColumnType::MYSQL_TYPE_LONG,
+                flags: ColumnFlags::NOT_NULL_FLAG
+                    | ColumnFlags::UNSIGNED_FLAG
+                    | ColumnFlags::BINARY_FLAG,
+                charset: 63,
+                length: 4,
+                decimals: 0,
+            },
+            varchar("Message", 1536),
+        ];
+        let rows: Vec<Vec<Option<Vec<u8>>>> = rows
+            .into_iter()
+            .map(|d| {
+                vec![
+                    Some(d.level.clone()),
+                    Some(d.code.clone()),
+                    Some(d.message.clone()),
+                ]
+            })
+            .collect();
+        client.result_set(&columns, &rows, ("", ""), status)
+    }
+
+    /// `SHOW [FULL] TABLES`: the default datasource's tables plus the logical tables, sorted.
+    pub async fn show_tables(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        database: Option<&str>,
+        like_pattern: Option<&[u8]>,
+        filtered: bool,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let config = self.proxy.config.clone();
+        let logical = &config.sharding.logical_database;
+        let about_logical = match database {
+            Some(db) => db.eq_ignore_ascii_case(logical),
+            None => self.in_logical_database(),
+        };
+        let ds = config.sharding.default_datasource;
+        if !about_logical {
+            let piece = super::data::Piece {
+                datasource: ds,
+                sql: sql.to_vec(),
+                names: None,
+            };
+            return self.run(client, &[piece], false, false, more).await;
+        }
+        if filtered {
+            return Err(ProxyError::not_yet(
+                "SHOW TABLES ... WHERE on the logical database (use LIKE)",
+            ));
+        }
+        // The default datasource's database stands for the logical one.
+        let physical = config
+            .datasource(ds)
+            .database
+            .clone()
+            .unwrap_or_else(|| logical.clone());
+        let mut query = format!("SHOW FULL TABLES FROM {}", quote_ident(&physical)).into_bytes();
+        if let Some(p) = like_pattern {
+            query.extend_from_slice(b" LIKE ");
+            query.extend_from_slice(&crate::rewrite::quote_string(p));
+        }
+        let conn = self.connection(ds).await?;
+        let fetched = conn.query_rows(&query).await;
+        self.release_idle();
+        let (_, backend_rows) = fetched?;
+        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = backend_rows
+            .into_iter()
+            .map(|r| {
+                let mut it = r.into_iter().map(Option::unwrap_or_default);
+                (it.next().unwrap_or_default(), it.next().unwrap_or_default())
+            })
+            .collect();
+        for t in &config.sharding.binding_tables {
+            if like_pattern.is_none_or(|p| like(p, t.as_bytes())) {
+                rows.push((t.clone().into_bytes(), b"BASE TABLE".to_vec()));
+            }
+        }
+        rows.sort();
+        rows.dedup_by(|a, b| a.0 == b.0);
+        let name = format!("Tables_in_{logical}");
+        let full = sql
+            .windows(4)
+            .take(12)
+            .any(|w| w.eq_ignore_ascii_case(b"full"));
+        let mut columns = vec![ColumnSpec {
+            name: &name,
+            column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
+            flags: ColumnFlags::NOT_NULL_FLAG,
+            charset: 33,
+            length: 192,
+            decimals: 0,
+        }];
+        if full {
+            columns.push(ColumnSpec {
+                name: "Table_type",
+                column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
+                flags: ColumnFlags::NOT_NULL_FLAG,
+                charset: 33,
+                length: 192,
+                decimals: 0,
+            });
+        }
+        let rows: Vec<Vec<Option<Vec<u8>>>> = rows
+            .into_iter()
+            .map(|(n, t)| {
+                if full {
+                    vec![Some(n), Some(t)]
+                } else {
+                    vec![Some(n)]
+                }
+            })
+            .collect();
+        self.warnings.clear();
+        client.result_set(&columns, &rows, ("", ""), self.final_status(more))
+    }
+
+    /// DESCRIBE, SHOW COLUMNS, SHOW CREATE TABLE, SHOW INDEX of a table: a logical table
+    /// answers from its first shard under its logical name; others pass through.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn table_info(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        lexed: &Lexed,
+        table: TokSpan,
+        database: Option<TokSpan>,
+        names_in_rows: bool,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let config = self.proxy.config.clone();
+        let mode = self.lex_mode;
+        let tokens = &lexed.tokens;
+        let name = ident_text(sql, &tokens[table.last as usize], mode);
+        let qualifier = if table.first != table.last {
+            Some(ident_text(sql, &tokens[table.first as usize], mode))
+        } else {
+            database.map(|d| ident_text(sql, &tokens[d.first as usize], mode))
+        };
+        let in_logical = match &qualifier {
+            Some(db) => db.eq_ignore_ascii_case(&config.sharding.logical_database),
+            None => self.in_logical_database(),
+        };
+        let binding = config.binding_table(&name).filter(|_| in_logical);
+        let Some(table_id) = binding else {
+            let piece = super::data::Piece {
+                datasource: config.sharding.default_datasource,
+                sql: sql.to_vec(),
+                names: None,
+            };
+            return self.run(client, &[piece], false, false, more).await;
+        };
+        let first = self.proxy.router.first_shard();
+        let shard = &config.sharding.shards[first as usize];
+        let physical = &shard.tables[usize::from(table_id.0)];
+        let range =
+            |s: TokSpan| tokens[s.first as usize].range.start..tokens[s.last as usize].range.end;
+        let mut edits = vec![(
+            range(table),
+            format!("{}.{}", quote_ident(&shard.database), quote_ident(physical)),
+        )];
+        if let Some(d) = database {
+            edits.push((range(d), quote_ident(&shard.database)));
+        }
+        edits.sort_by_key(|e| e.0.start);
+        let mut rewritten = Vec::with_capacity(sql.len() + 32);
+        let mut at = 0;
+        for (r, text) in &edits {
+            rewritten.extend_from_slice(&sql[at..r.start]);
+            rewritten.extend_from_slice(text.as_bytes());
+            at = r.end;
+        }
+        rewritten.extend_from_slice(&sql[at..]);
+        let names = ResultNames::for_shard(&config, shard);
+        if !names_in_rows {
+            let piece = super::data::Piece {
+                datasource: shard.datasource,
+                sql: rewritten,
+                names: Some(names),
+            };
+            return self.run(client, &[piece], false, false, more).await;
+        }
+        let logical = config.sharding.binding_tables[usize::from(table_id.0)].clone();
+        self.rows_renamed(
+            client,
+            shard.datasource,
+            &rewritten,
+            physical,
+            &logical,
+            &names,
+            more,
+        )
+        .await
+    }
+
+    /// Runs a small query and relays it with the physical table name in the rows replaced
+    /// by the logical one (SHOW CREATE TABLE, SHOW INDEX).
+    #[allow(clippy::too_many_arguments)]
+    async fn rows_renamed(
+        &mut self,
+        client: &mut Client,
+        ds: crate::config::DatasourceId,
+        sql: &[u8],
+        physical: &str,
+        logical: &str,
+        names: &ResultNames,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let conn = self.connection(ds).await?;
+        conn.send_command(Command::COM_QUERY, sql).await?;
+        let mut packets = Vec::new();
+        let columns = match conn.read_response().await? {
+            crate::backend::Response::Err(e) => {
+                self.release_idle();
+                return Err(crate::backend::conn::backend_error(e));
+            }
+            crate::backend::Response::Ok(_) => 0,
+            crate::backend::Response::ResultSet(n) => n,
+        };
+        loop {
+            let p = conn.read_packet().await?;
+            let end = is_eof(&p) && packets.len() as u64 > columns;
+            packets.push(p);
+            if end {
+                break;
+            }
+            if packets.last().is_some_and(|p| p.first() == Some(&0xff)) {
+                let e = parse_err(packets.last().expect("pushed"));
+                self.release_idle();
+                return Err(crate::backend::conn::backend_error(e));
+            }
+        }
+        self.release_idle();
+        let from = format!("`{physical}`");
+        let to = format!("`{logical}`");
+        let status = self.final_status(more);
+        let mut header = Vec::new();
+        put_lenenc_int(&mut header, columns);
+        client.packet(&header)?;
+        for (i, p) in packets.iter().enumerate() {
+            let i = i as u64;
+            if i < columns {
+                match rewrite_column_definition(p, names) {
+                    Some(renamed) => client.packet(&renamed)?,
+                    None => client.packet(p)?,
+                }
+            } else if i == columns {
+                client.columns_end(status)?;
+            } else if is_eof(p) {
+                client.rows_end(0, status)?;
+            } else {
+                let row = parse_text_row(p, columns as usize).unwrap_or_default();
+                let renamed: Vec<Option<Vec<u8>>> = row
+                    .into_iter()
+                    .map(|v| {
+                        v.map(|v| {
+                            if v == physical.as_bytes() {
+                                logical.as_bytes().to_vec()
+                            } else {
+                                replace_first(&v, from.as_bytes(), to.as_bytes())
+                            }
+                        })
+                    })
+                    .collect();
+                let values: Vec<Option<&[u8]>> = renamed.iter().map(|v| v.as_deref()).collect();
+                client.packet(&text_row(&values))?;
+            }
+        }
+        self.warnings.clear();
+        Ok(())
+    }
+}
+
+fn replace_first(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    match haystack.windows(from.len()).position(|w| w == from) {
+        Some(i) => [&haystack[..i], to, &haystack[i + from.len()..]].concat(),
+        None => haystack.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like;
+
+    #[test]
+    fn like_patterns() {
+        assert!(like(b"t\\_%", b"t_order"));
+        assert!(!like(b"t\\_%", b"tx"));
+        assert!(like(b"%ORDER%", b"t_order_item"));
+        assert!(like(b"t_order", b"T_ORDER"));
+        assert!(!like(b"t_order", b"t_order_item"));
+    }
+}

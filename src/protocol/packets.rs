@@ -1,0 +1,393 @@
+//! MySQL packet payloads the proxy builds or reads itself: OK, EOF, ERR, column
+//! definitions and text rows (mysql_common has no builder for OK and EOF, and its column
+//! serializer writes the length and character set in the wrong order).
+
+use mysql_common::constants::{ColumnFlags, ColumnType, StatusFlags};
+
+use crate::rewrite::ResultNames;
+
+/// Appends a length-encoded integer.
+pub fn put_lenenc_int(buf: &mut Vec<u8>, v: u64) {
+    match v {
+        0..=250 => buf.push(v as u8),
+        251..=0xffff => {
+            buf.push(0xfc);
+            buf.extend_from_slice(&(v as u16).to_le_bytes());
+        }
+        0x1_0000..=0xff_ffff => {
+            buf.push(0xfd);
+            buf.extend_from_slice(&(v as u32).to_le_bytes()[..3]);
+        }
+        _ => {
+            buf.push(0xfe);
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// Appends a length-encoded string.
+pub fn put_lenenc_bytes(buf: &mut Vec<u8>, b: &[u8]) {
+    put_lenenc_int(buf, b.len() as u64);
+    buf.extend_from_slice(b);
+}
+
+/// Reads a length-encoded integer at `*pos`.
+pub fn read_lenenc_int(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let first = *buf.get(*pos)?;
+    let (len, value) = match first {
+        0..=250 => (1, u64::from(first)),
+        0xfc => (
+            3,
+            u64::from(u16::from_le_bytes(
+                buf.get(*pos + 1..*pos + 3)?.try_into().ok()?,
+            )),
+        ),
+        0xfd => {
+            let b = buf.get(*pos + 1..*pos + 4)?;
+            (
+                4,
+                u64::from(b[0]) | u64::from(b[1]) << 8 | u64::from(b[2]) << 16,
+            )
+        }
+        0xfe => (
+            9,
+            u64::from_le_bytes(buf.get(*pos + 1..*pos + 9)?.try_into().ok()?),
+        ),
+        _ => return None,
+    };
+    *pos += len;
+    Some(value)
+}
+
+/// Reads a length-encoded string at `*pos`; `Some(None)` for NULL (0xFB) in rows.
+pub fn read_lenenc_value<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Option<&'a [u8]>> {
+    if *buf.get(*pos)? == 0xfb {
+        *pos += 1;
+        return Some(None);
+    }
+    let len = usize::try_from(read_lenenc_int(buf, pos)?).ok()?;
+    let bytes = buf.get(*pos..*pos + len)?;
+    *pos += len;
+    Some(Some(bytes))
+}
+
+/// Reads a length-encoded string at `*pos`.
+pub fn read_lenenc_bytes<'a>(buf: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
+    read_lenenc_value(buf, pos)?
+}
+
+/// The fields of an OK packet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OkInfo {
+    /// Rows affected.
+    pub affected_rows: u64,
+    /// Last insert id (0 when none).
+    pub last_insert_id: u64,
+    /// Server status flags.
+    pub status: u16,
+    /// Warning count.
+    pub warnings: u16,
+    /// Human-readable info (`Rows matched: 1  Changed: 1  Warnings: 0`).
+    pub info: Vec<u8>,
+}
+
+/// Builds an OK packet. `header` is 0x00, or 0xFE when it ends a result set for a client
+/// that negotiated DEPRECATE_EOF. With CLIENT_SESSION_TRACK the info is length-encoded,
+/// as servers write it; no session-state data is ever sent.
+pub fn ok_packet(header: u8, ok: &OkInfo, session_track: bool) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(16 + ok.info.len());
+    buf.push(header);
+    put_lenenc_int(&mut buf, ok.affected_rows);
+    put_lenenc_int(&mut buf, ok.last_insert_id);
+    let status = ok.status & !StatusFlags::SERVER_SESSION_STATE_CHANGED.bits();
+    buf.extend_from_slice(&status.to_le_bytes());
+    buf.extend_from_slice(&ok.warnings.to_le_bytes());
+    if session_track {
+        if !ok.info.is_empty() {
+            put_lenenc_bytes(&mut buf, &ok.info);
+        }
+    } else {
+        buf.extend_from_slice(&ok.info);
+    }
+    buf
+}
+
+/// Builds a classic EOF packet.
+pub fn eof_packet(warnings: u16, status: u16) -> [u8; 5] {
+    let w = warnings.to_le_bytes();
+    let s = status.to_le_bytes();
+    [0xfe, w[0], w[1], s[0], s[1]]
+}
+
+/// Builds an ERR packet (protocol 4.1 form, with SQLSTATE).
+pub fn err_packet(code: u16, state: &[u8; 5], message: &[u8]) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(9 + message.len());
+    buf.push(0xff);
+    buf.extend_from_slice(&code.to_le_bytes());
+    buf.push(b'#');
+    buf.extend_from_slice(state);
+    buf.extend_from_slice(message);
+    buf
+}
+
+/// True for a classic EOF packet (0xFE and shorter than 9 bytes).
+pub fn is_eof(payload: &[u8]) -> bool {
+    payload.first() == Some(&0xfe) && payload.len() < 9
+}
+
+/// Warnings and status of an EOF packet.
+pub fn parse_eof(payload: &[u8]) -> (u16, u16) {
+    let get = |i: usize| payload.get(i).copied().unwrap_or(0);
+    (
+        u16::from_le_bytes([get(1), get(2)]),
+        u16::from_le_bytes([get(3), get(4)]),
+    )
+}
+
+/// Reads an OK packet written without CLIENT_SESSION_TRACK.
+pub fn parse_ok(payload: &[u8]) -> Option<OkInfo> {
+    let mut pos = 1;
+    let affected_rows = read_lenenc_int(payload, &mut pos)?;
+    let last_insert_id = read_lenenc_int(payload, &mut pos)?;
+    let status = u16::from_le_bytes(payload.get(pos..pos + 2)?.try_into().ok()?);
+    let warnings = u16::from_le_bytes(payload.get(pos + 2..pos + 4)?.try_into().ok()?);
+    Some(OkInfo {
+        affected_rows,
+        last_insert_id,
+        status,
+        warnings,
+        info: payload.get(pos + 4..).unwrap_or_default().to_vec(),
+    })
+}
+
+/// A server error: code, SQLSTATE, message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerErr {
+    /// Error code.
+    pub code: u16,
+    /// SQLSTATE.
+    pub state: [u8; 5],
+    /// Message bytes.
+    pub message: Vec<u8>,
+}
+
+/// Reads an ERR packet.
+pub fn parse_err(payload: &[u8]) -> ServerErr {
+    let code = u16::from_le_bytes([
+        payload.get(1).copied().unwrap_or(0),
+        payload.get(2).copied().unwrap_or(0),
+    ]);
+    let (state, message) = if payload.get(3) == Some(&b'#') && payload.len() >= 9 {
+        (payload[4..9].try_into().unwrap_or(*b"HY000"), &payload[9..])
+    } else {
+        (*b"HY000", payload.get(3..).unwrap_or_default())
+    };
+    ServerErr {
+        code,
+        state,
+        message: message.to_vec(),
+    }
+}
+
+/// A column definition the proxy builds for its own result sets.
+#[derive(Debug, Clone)]
+pub struct ColumnSpec<'a> {
+    /// Column name.
+    pub name: &'a str,
+    /// Type.
+    pub column_type: ColumnType,
+    /// Flags.
+    pub flags: ColumnFlags,
+    /// Character set (collation id): 33 utf8, 45 utf8mb4, 63 binary.
+    pub charset: u16,
+    /// Display length.
+    pub length: u32,
+    /// Decimals.
+    pub decimals: u8,
+}
+
+/// Serializes a column definition (wire order: charset, then length).
+pub fn column_definition(spec: &ColumnSpec<'_>, schema: &str, table: &str) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(64);
+    put_lenenc_bytes(&mut buf, b"def");
+    put_lenenc_bytes(&mut buf, schema.as_bytes());
+    put_lenenc_bytes(&mut buf, table.as_bytes());
+    put_lenenc_bytes(&mut buf, table.as_bytes());
+    put_lenenc_bytes(&mut buf, spec.name.as_bytes());
+    // Computed columns have no original name, as servers write them.
+    put_lenenc_bytes(
+        &mut buf,
+        if table.is_empty() {
+            b""
+        } else {
+            spec.name.as_bytes()
+        },
+    );
+    buf.push(0x0c);
+    buf.extend_from_slice(&spec.charset.to_le_bytes());
+    buf.extend_from_slice(&spec.length.to_le_bytes());
+    buf.push(spec.column_type as u8);
+    buf.extend_from_slice(&spec.flags.bits().to_le_bytes());
+    buf.push(spec.decimals);
+    buf.extend_from_slice(&[0, 0]);
+    buf
+}
+
+/// The fields of a relayed column definition that the proxy reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnInfo {
+    /// Column name.
+    pub name: Vec<u8>,
+    /// Type code.
+    pub column_type: u8,
+}
+
+/// Reads the name and type of a column definition.
+pub fn column_info(payload: &[u8]) -> Option<ColumnInfo> {
+    let mut pos = 0;
+    for _ in 0..4 {
+        read_lenenc_bytes(payload, &mut pos)?;
+    }
+    let name = read_lenenc_bytes(payload, &mut pos)?.to_vec();
+    read_lenenc_bytes(payload, &mut pos)?;
+    read_lenenc_int(payload, &mut pos)?;
+    let column_type = *payload.get(pos + 6)?;
+    Some(ColumnInfo { name, column_type })
+}
+
+/// A relayed column definition with `schema`, `table` and `org_table` named logically:
+/// the shard's physical table becomes the logical one, and `table` keeps an alias as the
+/// backend reported it. `None` when the column does not come from a table of the shard.
+pub fn rewrite_column_definition(payload: &[u8], names: &ResultNames) -> Option<Vec<u8>> {
+    let mut pos = 0;
+    let catalog = read_lenenc_bytes(payload, &mut pos)?;
+    let schema = read_lenenc_bytes(payload, &mut pos)?;
+    let table = read_lenenc_bytes(payload, &mut pos)?;
+    let org_table = read_lenenc_bytes(payload, &mut pos)?;
+    let rest = &payload[pos..];
+    if schema != names.physical_database.as_bytes() {
+        return None;
+    }
+    let logical = names.logical_table(org_table)?;
+    let mut buf = Vec::with_capacity(payload.len() + 8);
+    put_lenenc_bytes(&mut buf, catalog);
+    put_lenenc_bytes(&mut buf, names.logical_database.as_bytes());
+    if table == org_table {
+        put_lenenc_bytes(&mut buf, logical.as_bytes());
+    } else {
+        put_lenenc_bytes(&mut buf, table);
+    }
+    put_lenenc_bytes(&mut buf, logical.as_bytes());
+    buf.extend_from_slice(rest);
+    Some(buf)
+}
+
+/// A text-protocol row.
+pub fn text_row(values: &[Option<&[u8]>]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    for v in values {
+        match v {
+            Some(b) => put_lenenc_bytes(&mut buf, b),
+            None => buf.push(0xfb),
+        }
+    }
+    buf
+}
+
+/// Reads a text-protocol row of `columns` values.
+pub fn parse_text_row(payload: &[u8], columns: usize) -> Option<Vec<Option<Vec<u8>>>> {
+    let mut pos = 0;
+    (0..columns)
+        .map(|_| read_lenenc_value(payload, &mut pos).map(|v| v.map(<[u8]>::to_vec)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenenc_round_trip() {
+        for v in [
+            0u64,
+            250,
+            251,
+            65535,
+            65536,
+            0xff_ffff,
+            0x100_0000,
+            u64::MAX,
+        ] {
+            let mut buf = Vec::new();
+            put_lenenc_int(&mut buf, v);
+            let mut pos = 0;
+            assert_eq!(read_lenenc_int(&buf, &mut pos), Some(v));
+            assert_eq!(pos, buf.len());
+        }
+    }
+
+    #[test]
+    fn ok_packet_round_trip() {
+        let ok = OkInfo {
+            affected_rows: 3,
+            last_insert_id: 1 << 40,
+            status: 2,
+            warnings: 1,
+            info: b"Rows matched: 3".to_vec(),
+        };
+        assert_eq!(parse_ok(&ok_packet(0, &ok, false)), Some(ok.clone()));
+        let tracked = ok_packet(0, &ok, true);
+        assert_eq!(
+            tracked[tracked.len() - ok.info.len() - 1],
+            ok.info.len() as u8
+        );
+    }
+
+    #[test]
+    fn column_definitions_are_renamed_to_logical_names() {
+        let names = ResultNames {
+            physical_database: "order_shards".into(),
+            logical_database: "orders".into(),
+            tables: vec![("t_order_3".into(), "t_order".into())],
+        };
+        let spec = ColumnSpec {
+            name: "amount",
+            column_type: ColumnType::MYSQL_TYPE_NEWDECIMAL,
+            flags: ColumnFlags::NOT_NULL_FLAG,
+            charset: 63,
+            length: 14,
+            decimals: 2,
+        };
+        let physical = column_definition(&spec, "order_shards", "t_order_3");
+        let logical = rewrite_column_definition(&physical, &names).unwrap();
+        assert_eq!(logical, column_definition(&spec, "orders", "t_order"));
+        // An alias in `table` stays.
+        let mut aliased = Vec::new();
+        for f in [
+            &b"def"[..],
+            b"order_shards",
+            b"o",
+            b"t_order_3",
+            b"amount",
+            b"amount",
+        ] {
+            put_lenenc_bytes(&mut aliased, f);
+        }
+        aliased.extend_from_slice(&physical[physical.len() - 13..]);
+        let out = rewrite_column_definition(&aliased, &names).unwrap();
+        let mut pos = 0;
+        let fields: Vec<_> = (0..4)
+            .map(|_| read_lenenc_bytes(&out, &mut pos).unwrap().to_vec())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                b"def".to_vec(),
+                b"orders".to_vec(),
+                b"o".to_vec(),
+                b"t_order".to_vec()
+            ]
+        );
+        assert_eq!(column_info(&out).unwrap().name, b"amount");
+    }
+}

@@ -1,0 +1,124 @@
+//! Framed MySQL packets over a byte stream, on mysql_common's `PacketCodec`: used toward
+//! clients and toward backends alike.
+
+use std::io;
+
+use bytes::BytesMut;
+use mysql_common::proto::codec::PacketCodec;
+use mysql_common::proto::codec::error::PacketCodecError;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Output is flushed once this much is buffered, so long results stream.
+pub const FLUSH_THRESHOLD: usize = 64 * 1024;
+
+/// A stream of MySQL packets (payloads; headers and splitting at 16 MiB handled here).
+pub struct PacketStream<S> {
+    stream: S,
+    codec: PacketCodec,
+    read_buf: BytesMut,
+    /// A packet being assembled from several 16 MiB chunks; kept across reads so a
+    /// cancelled read loses nothing.
+    packet: BytesMut,
+    write_buf: BytesMut,
+}
+
+fn codec_error(e: PacketCodecError) -> io::Error {
+    match e {
+        PacketCodecError::Io(e) => e,
+        other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
+    /// Wraps a stream; packets above `max_packet` bytes are refused.
+    pub fn new(stream: S, max_packet: usize) -> Self {
+        let mut codec = PacketCodec::default();
+        codec.max_allowed_packet = max_packet;
+        Self {
+            stream,
+            codec,
+            read_buf: BytesMut::with_capacity(16 * 1024),
+            packet: BytesMut::new(),
+            write_buf: BytesMut::with_capacity(16 * 1024),
+        }
+    }
+
+    /// Starts a new command: sequence ids count from 0 again.
+    pub fn reset_seq(&mut self) {
+        self.codec.reset_seq_id();
+    }
+
+    /// The next packet's payload; `None` when the peer closed cleanly between packets.
+    pub async fn read_packet(&mut self) -> io::Result<Option<BytesMut>> {
+        loop {
+            if !self.read_buf.is_empty()
+                && self
+                    .codec
+                    .decode(&mut self.read_buf, &mut self.packet)
+                    .map_err(codec_error)?
+            {
+                return Ok(Some(std::mem::take(&mut self.packet)));
+            }
+            if self.read_buf.capacity() - self.read_buf.len() < 4096 {
+                self.read_buf.reserve(16 * 1024);
+            }
+            let n = self.stream.read_buf(&mut self.read_buf).await?;
+            if n == 0 {
+                if self.read_buf.is_empty() && self.packet.is_empty() {
+                    return Ok(None);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed inside a packet",
+                ));
+            }
+        }
+    }
+
+    /// Like [`PacketStream::read_packet`], but a clean close is an error too.
+    pub async fn expect_packet(&mut self) -> io::Result<BytesMut> {
+        self.read_packet()
+            .await?
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"))
+    }
+
+    /// Queues one packet; call [`PacketStream::flush`] to send.
+    pub fn write_packet(&mut self, payload: &[u8]) -> io::Result<()> {
+        let mut src = payload;
+        self.codec
+            .encode(&mut src, &mut self.write_buf)
+            .map_err(codec_error)
+    }
+
+    /// Bytes queued and not yet sent.
+    pub fn pending(&self) -> usize {
+        self.write_buf.len()
+    }
+
+    /// Sends what is queued.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        if !self.write_buf.is_empty() {
+            self.stream.write_all(&self.write_buf).await?;
+            self.write_buf.clear();
+        }
+        self.stream.flush().await
+    }
+
+    /// Sends what is queued once it passes [`FLUSH_THRESHOLD`].
+    pub async fn flush_if_full(&mut self) -> io::Result<()> {
+        if self.write_buf.len() >= FLUSH_THRESHOLD {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// The underlying stream.
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
+    /// Shuts the write side down.
+    pub async fn shutdown(&mut self) -> io::Result<()> {
+        self.stream.shutdown().await
+    }
+}

@@ -1,0 +1,100 @@
+//! Operator commands of the binary: `check-config` and `decode`, as functions that return
+//! text (the binary prints it).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::config::{ChannelId, Config};
+use crate::id::RouteKeyDecoder;
+
+/// A short summary of a valid configuration.
+pub fn config_summary(c: &Config) -> String {
+    let mut out = format!(
+        "configuration is valid: listen {}, {} datasource(s), {} channel(s), {} shards, {} binding table(s), logical database `{}`\n",
+        c.server.listen,
+        c.datasources.len(),
+        c.channels.len(),
+        c.sharding.shards.len(),
+        c.sharding.binding_tables.len(),
+        c.sharding.logical_database
+    );
+    for ch in &c.channels {
+        let last = ch.base_shard + c.sharding.shards_per_channel - 1;
+        let mut homes: Vec<&str> = (ch.base_shard..=last)
+            .map(|s| {
+                c.datasource(c.sharding.shards[s as usize].datasource)
+                    .name
+                    .as_str()
+            })
+            .collect();
+        homes.dedup();
+        out.push_str(&format!(
+            "  {:<16} code {:>2}  shards {}-{} on {}  route key since {}\n",
+            ch.name,
+            ch.code,
+            ch.base_shard,
+            last,
+            homes.join(", "),
+            humantime::format_rfc3339_millis(
+                UNIX_EPOCH + std::time::Duration::from_millis(ch.route_key_since_ms)
+            )
+        ));
+    }
+    out.trim_end().to_owned()
+}
+
+/// The fields of an order id, its channel and shard, or why it does not decode.
+pub fn decode(c: &Config, text: &str) -> Result<String, String> {
+    let id: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not an unsigned 64-bit decimal order id"))?;
+    let decoder = RouteKeyDecoder::new(
+        c.layout,
+        c.channels
+            .iter()
+            .enumerate()
+            .map(|(i, ch)| (ChannelId(i as u8), ch.code, ch.route_key_since_ms)),
+        c.clock_skew,
+    );
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let f = c.layout.fields(id);
+    let ts = c.layout.unix_ms(id);
+    let time = UNIX_EPOCH
+        .checked_add(std::time::Duration::from_millis(ts))
+        .map(|t| humantime::format_rfc3339_millis(t).to_string())
+        .unwrap_or_else(|| "out of range".into());
+    let mut out = format!(
+        "order id   {id}\ntimestamp  {} ms since epoch = {time}\nworker     {}\nroute key  {}\nsequence   {}\n",
+        f.timestamp, f.worker, f.route_key, f.sequence
+    );
+    match decoder.decode(id, now) {
+        Ok(ch) => {
+            let shard = c.shard_of(ch, id);
+            let s = &c.sharding.shards[shard as usize];
+            out.push_str(&format!(
+                "channel    {} (decoded from the route key)\nshard      {shard} on {}: {}.{}",
+                c.channel(ch).name,
+                c.datasource(s.datasource).name,
+                s.database,
+                s.tables.join(", ")
+            ));
+        }
+        Err(reason) => {
+            let why = match reason {
+                crate::id::DecodeFailure::NoCode => "route key 0: issued without a region".to_owned(),
+                crate::id::DecodeFailure::UnassignedCode(code) => format!("route key {code} is assigned to no channel"),
+                crate::id::DecodeFailure::BeforeRouteKeySince => {
+                    "its timestamp is before the route_key_since of the channel its code names: a legacy id".to_owned()
+                }
+                crate::id::DecodeFailure::InFuture => "its timestamp lies in the future".to_owned(),
+            };
+            out.push_str(&format!(
+                "channel    not decodable ({}): {why}; the proxy resolves it through the index table",
+                reason.label()
+            ));
+        }
+    }
+    Ok(out)
+}
