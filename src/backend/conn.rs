@@ -49,6 +49,9 @@ pub struct BackendConn {
     thread_id: u32,
     status: u16,
     broken: bool,
+    /// A command was sent and its response is not fully read: if the session stops here
+    /// (client gone, task cancelled), the connection must not go back to the pool.
+    awaiting: bool,
     /// What the proxy set on this connection.
     pub state: AppliedState,
 }
@@ -196,6 +199,7 @@ impl BackendConn {
             thread_id: handshake.connection_id(),
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
             broken: false,
+            awaiting: false,
             state,
         })
     }
@@ -220,9 +224,13 @@ impl BackendConn {
         self.status
     }
 
-    /// Records the status of an OK or EOF packet read by a relay.
+    /// Records the status of the OK or EOF packet that ends a result; the response is
+    /// complete unless the backend announces more results.
     pub fn observe_status(&mut self, status: u16) {
         self.status = status;
+        if status & StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() == 0 {
+            self.awaiting = false;
+        }
     }
 
     /// The connection cannot be trusted any more (I/O error, unread rows): the pool drops it.
@@ -230,9 +238,9 @@ impl BackendConn {
         self.broken = true;
     }
 
-    /// See [`BackendConn::mark_broken`].
+    /// Broken, or with a response still unread: not reusable.
     pub fn is_broken(&self) -> bool {
-        self.broken
+        self.broken || self.awaiting
     }
 
     fn io_error(&mut self, e: std::io::Error) -> ProxyError {
@@ -254,6 +262,7 @@ impl BackendConn {
                 format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"),
             ));
         }
+        self.awaiting = true;
         if let Err(e) = self.stream.flush().await {
             return Err(self.io_error(e));
         }
@@ -277,10 +286,13 @@ impl BackendConn {
                     self.broken = true;
                     ProxyError::Internal("malformed OK packet from backend".into())
                 })?;
-                self.status = ok.status;
+                self.observe_status(ok.status);
                 Ok(Response::Ok(ok))
             }
-            Some(0xff) => Ok(Response::Err(parse_err(&packet))),
+            Some(0xff) => {
+                self.awaiting = false;
+                Ok(Response::Err(parse_err(&packet)))
+            }
             Some(0xfb) => {
                 // LOCAL INFILE request: never negotiated; refuse it and resynchronise.
                 self.stream
@@ -369,10 +381,11 @@ impl BackendConn {
             let p = self.read_packet().await?;
             if is_eof(&p) {
                 let (_, status) = parse_eof(&p);
-                self.status = status;
+                self.observe_status(status);
                 return Ok((columns, rows, status));
             }
             if p.first() == Some(&0xff) {
+                self.awaiting = false;
                 return Err(backend_error(parse_err(&p)));
             }
             if !discard {

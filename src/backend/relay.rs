@@ -180,6 +180,8 @@ async fn relay_rows(
             return Ok((warnings, status));
         }
         if packet.first() == Some(&0xff) {
+            // An error ends the response: the connection stays usable.
+            conn.observe_status(conn.status() & !MORE_RESULTS);
             return Err(backend_error(parse_err(&packet)));
         }
         client.packet(&packet)?;

@@ -307,11 +307,18 @@ impl Session {
         loop {
             let p = conn.read_packet().await?;
             let end = is_eof(&p) && packets.len() as u64 > columns;
+            if end {
+                conn.observe_status(crate::protocol::packets::parse_eof(&p).1);
+            }
+            let failed = p.first() == Some(&0xff);
+            if failed {
+                conn.observe_status(0);
+            }
             packets.push(p);
             if end {
                 break;
             }
-            if packets.last().is_some_and(|p| p.first() == Some(&0xff)) {
+            if failed {
                 let e = parse_err(packets.last().expect("pushed"));
                 self.release_idle();
                 return Err(crate::backend::conn::backend_error(e));
