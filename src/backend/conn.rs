@@ -357,6 +357,41 @@ impl BackendConn {
         }
     }
 
+    /// Runs a query and collects its (small) result as packets: column definitions, rows.
+    pub async fn query_raw(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<(Vec<BytesMut>, Vec<BytesMut>), ProxyError> {
+        self.send_command(Command::COM_QUERY, sql).await?;
+        match self.read_response().await? {
+            Response::Ok(_) => Ok((Vec::new(), Vec::new())),
+            Response::Err(e) => Err(backend_error(e)),
+            Response::ResultSet(_) => {
+                let mut columns = Vec::new();
+                loop {
+                    let p = self.read_packet().await?;
+                    if is_eof(&p) {
+                        break;
+                    }
+                    columns.push(p);
+                }
+                let mut rows = Vec::new();
+                loop {
+                    let p = self.read_packet().await?;
+                    if is_eof(&p) {
+                        self.observe_status(parse_eof(&p).1);
+                        return Ok((columns, rows));
+                    }
+                    if p.first() == Some(&0xff) {
+                        self.awaiting = false;
+                        return Err(backend_error(parse_err(&p)));
+                    }
+                    rows.push(p);
+                }
+            }
+        }
+    }
+
     /// Reads column definitions and rows after a result set header; `discard` skips
     /// parsing. Returns the final status too.
     async fn read_rows(
@@ -392,6 +427,45 @@ impl BackendConn {
                 rows.push(parse_text_row(&p, columns.len()).unwrap_or_default());
             }
         }
+    }
+
+    /// Prepares `sql` with COM_STMT_PREPARE and closes it at once: the server's verdict on
+    /// a statement without running it. A backend error is returned as is.
+    pub async fn prepare_check(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
+        self.send_command(Command::COM_STMT_PREPARE, sql).await?;
+        let first = self.read_packet().await?;
+        if first.first() == Some(&0xff) {
+            self.awaiting = false;
+            return Err(backend_error(parse_err(&first)));
+        }
+        let field = |i: usize| {
+            u16::from_le_bytes([
+                first.get(i).copied().unwrap_or(0),
+                first.get(i + 1).copied().unwrap_or(0),
+            ])
+        };
+        let statement_id: [u8; 4] = first
+            .get(1..5)
+            .and_then(|b| b.try_into().ok())
+            .unwrap_or_default();
+        let (columns, params) = (field(5), field(7));
+        for count in [params, columns] {
+            if count > 0 {
+                for _ in 0..=count {
+                    self.read_packet().await?;
+                }
+            }
+        }
+        self.awaiting = false;
+        // COM_STMT_CLOSE has no reply.
+        self.stream.reset_seq();
+        let mut close = vec![Command::COM_STMT_CLOSE as u8];
+        close.extend_from_slice(&statement_id);
+        self.stream
+            .write_packet(&close)
+            .map_err(|e| self.io_error(e))?;
+        self.stream.flush().await.map_err(|e| self.io_error(e))?;
+        Ok(())
     }
 
     /// COM_RESET_CONNECTION: rolls back, drops temporary tables, locks, user variables and

@@ -12,14 +12,16 @@ use crate::backend::relay::{Outcome, relay};
 use crate::config::DatasourceId;
 use crate::error::ProxyError;
 use crate::protocol::packets::OkInfo;
-use crate::rewrite::{ResultNames, Statement as Rewrite};
+use crate::rewrite::{ResultNames, Statement as Rewrite, quote_ident};
 use crate::route::value::StatementValues;
 use crate::route::{Route, RoutePlan};
-use crate::sql::analyze::{AnalyzeContext, analyze, token_mentions_sharded_table};
+use crate::sql::analyze::{
+    AnalyzeContext, analyze, sharded_table_tokens, token_mentions_sharded_table,
+};
 use crate::sql::hints::route_hints;
 use crate::sql::lexer::{Lexed, TokenKind};
 use crate::sql::shape::shape_key;
-use crate::sql::{Analysis, Target, Verb};
+use crate::sql::{Analysis, Refusal, Target, Verb};
 
 /// One backend statement of a client statement.
 pub struct Piece {
@@ -52,6 +54,9 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         let analysis = self.analysis(sql, lexed)?;
+        if let Target::Refused(Refusal::Unparsed(message)) = &analysis.target {
+            return Err(self.validate_unparsed(sql, lexed, message).await);
+        }
         let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
         let values = StatementValues {
             sql,
@@ -110,9 +115,12 @@ impl Session {
             }
             Err(parse_error) => {
                 if token_mentions_sharded_table(sql, &lexed.tokens, cx) {
-                    return Err(ProxyError::not_yet(format!(
-                        "statements on sharded tables that its SQL parser cannot read (parser: {parse_error})"
-                    )));
+                    return Ok(Arc::new(Analysis {
+                        verb: Verb::Other,
+                        target: Target::Refused(Refusal::Unparsed(parse_error)),
+                        session_fns: Vec::new(),
+                        pins: false,
+                    }));
                 }
                 // Valid MySQL the parser does not know passes through to the default
                 // datasource; invalid SQL gets the server's own error there.
@@ -123,6 +131,43 @@ impl Session {
                     pins: lexed.tokens.iter().any(|t| t.is_punct(sql, ":=")),
                 }))
             }
+        }
+    }
+
+    /// A statement the parser cannot read names a sharded table: the first shard's server
+    /// prepares it (with physical names) without running it. A syntax error there is the
+    /// client's answer, as MySQL would give it; valid MySQL is refused as not yet routable.
+    async fn validate_unparsed(&mut self, sql: &[u8], lexed: &Lexed, message: &str) -> ProxyError {
+        let config = self.proxy.config.clone();
+        let cx = AnalyzeContext {
+            config: &config,
+            db_is_logical: self.in_logical_database(),
+            decoding: self.decoding,
+        };
+        let shard = &config.sharding.shards[self.proxy.router.first_shard() as usize];
+        let mut rewritten = Vec::with_capacity(sql.len() + 32);
+        let mut at = 0;
+        for (span, table) in sharded_table_tokens(sql, &lexed.tokens, cx) {
+            let start = lexed.tokens[span.first as usize].range.start;
+            let end = lexed.tokens[span.last as usize].range.end;
+            rewritten.extend_from_slice(&sql[at..start]);
+            let physical = &shard.tables[usize::from(table.0)];
+            rewritten.extend_from_slice(
+                format!("{}.{}", quote_ident(&shard.database), quote_ident(physical)).as_bytes(),
+            );
+            at = end;
+        }
+        rewritten.extend_from_slice(&sql[at..]);
+        let checked = match self.connection(shard.datasource).await {
+            Ok(conn) => conn.prepare_check(&rewritten).await,
+            Err(e) => Err(e),
+        };
+        self.release_idle();
+        match checked {
+            Err(e) => e,
+            Ok(()) => ProxyError::not_yet(format!(
+                "statements on sharded tables that its SQL parser cannot read (parser: {message})"
+            )),
         }
     }
 
@@ -207,7 +252,7 @@ impl Session {
                     "a write whose rows lie on more than one datasource (atomic cross-datasource writes need XA); split it by datasource",
                 ));
             }
-            self.claim_write(ds)?;
+            self.check_write(ds)?;
         }
         let wrap = write && pieces.len() > 1;
         let savepoint = wrap && (self.in_transaction() || !self.autocommit);
@@ -252,6 +297,9 @@ impl Session {
             self.record_error(&e);
             self.release_idle();
             return Err(e);
+        }
+        if write {
+            self.record_write(pieces[0].datasource);
         }
         if out.last_insert_id != 0 {
             self.last_insert_id = out.last_insert_id;

@@ -173,6 +173,23 @@ impl Session {
         status
     }
 
+    /// Collation id and bytes per character of the results the client receives
+    /// (`character_set_results`): the proxy's own result columns are described in it.
+    pub fn result_charset(&self) -> (u16, u32) {
+        let cs = self.vars.get("character_set_results").map(|v| {
+            String::from_utf8_lossy(v)
+                .trim_matches('\'')
+                .to_ascii_lowercase()
+        });
+        match cs.as_deref() {
+            Some("utf8mb4") => (45, 4),
+            Some("latin1") => (8, 1),
+            Some("ascii") => (11, 1),
+            Some("binary") => (63, 1),
+            _ => (33, 3),
+        }
+    }
+
     /// Values for session functions.
     pub fn session_values(&self) -> SessionValues {
         SessionValues {
@@ -277,23 +294,27 @@ impl Session {
         }
     }
 
-    /// Checks the write rule for a statement writing to `ds` and records the transaction's
-    /// write datasource.
-    pub fn claim_write(&mut self, ds: DatasourceId) -> Result<(), ProxyError> {
-        if let Some(w) = self.txn.write_datasource {
-            if w != ds {
+    /// Checks the write rule for a statement about to write to `ds`: a transaction writes
+    /// to one datasource at most.
+    pub fn check_write(&self, ds: DatasourceId) -> Result<(), ProxyError> {
+        match self.txn.write_datasource {
+            Some(w) if w != ds => {
                 let config = &self.proxy.config;
-                return Err(ProxyError::not_yet(format!(
+                Err(ProxyError::not_yet(format!(
                     "writes to a second datasource in one transaction: this transaction writes to {} and this statement to {} (atomic cross-datasource writes need XA); the transaction is left as it was",
                     config.datasource(w).name,
                     config.datasource(ds).name
-                )));
+                )))
             }
+            _ => Ok(()),
         }
-        if self.txn.begin.is_some() || !self.autocommit {
+    }
+
+    /// Records that a write to `ds` succeeded inside the open transaction.
+    pub fn record_write(&mut self, ds: DatasourceId) {
+        if self.in_transaction() {
             self.txn.write_datasource = Some(ds);
         }
-        Ok(())
     }
 
     /// Ends the transaction on every held connection with `sql` (COMMIT or ROLLBACK).

@@ -16,13 +16,14 @@ use crate::sql::TokSpan;
 use crate::sql::command::ident_text;
 use crate::sql::lexer::Lexed;
 
-fn varchar(name: &str, length: u32) -> ColumnSpec<'_> {
+/// A VARCHAR column of `chars` characters in the client's result character set.
+fn varchar(name: &str, chars: u32, charset: (u16, u32)) -> ColumnSpec<'_> {
     ColumnSpec {
         name,
         column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
         flags: ColumnFlags::NOT_NULL_FLAG,
-        charset: 33,
-        length,
+        charset: charset.0,
+        length: chars * charset.1,
         decimals: 39,
     }
 }
@@ -79,8 +80,9 @@ impl Session {
             let value = rows.len().to_string().into_bytes();
             return client.result_set(&[spec], &[vec![Some(value)]], ("", ""), status);
         }
+        let charset = self.result_charset();
         let columns = [
-            varchar("Level", 21),
+            varchar("Level", 7, charset),
             ColumnSpec {
                 name: "Code",
                 column_type: ColumnType::MYSQL_TYPE_LONG,
@@ -91,7 +93,7 @@ impl Session {
                 length: 4,
                 decimals: 0,
             },
-            varchar("Message", 1536),
+            varchar("Message", 512, charset),
         ];
         let rows: Vec<Vec<Option<Vec<u8>>>> = rows
             .into_iter()
@@ -136,70 +138,66 @@ impl Session {
                 "SHOW TABLES ... WHERE on the logical database (use LIKE)",
             ));
         }
-        // The default datasource's database stands for the logical one.
+        // The default datasource's database stands for the logical one: its own answer
+        // (column definitions included) plus the logical tables.
         let physical = config
             .datasource(ds)
             .database
             .clone()
             .unwrap_or_else(|| logical.clone());
-        let mut query = format!("SHOW FULL TABLES FROM {}", quote_ident(&physical)).into_bytes();
-        if let Some(p) = like_pattern {
-            query.extend_from_slice(b" LIKE ");
-            query.extend_from_slice(&crate::rewrite::quote_string(p));
-        }
+        let query = if physical == *logical {
+            sql.to_vec()
+        } else {
+            let full = sql
+                .windows(4)
+                .take(12)
+                .any(|w| w.eq_ignore_ascii_case(b"full"));
+            let mut q = format!(
+                "SHOW {}TABLES FROM {}",
+                if full { "FULL " } else { "" },
+                quote_ident(&physical)
+            )
+            .into_bytes();
+            if let Some(p) = like_pattern {
+                q.extend_from_slice(b" LIKE ");
+                q.extend_from_slice(&crate::rewrite::quote_string(p));
+            }
+            q
+        };
         let conn = self.connection(ds).await?;
-        let fetched = conn.query_rows(&query).await;
+        let fetched = conn.query_raw(&query).await;
         self.release_idle();
-        let (_, backend_rows) = fetched?;
-        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = backend_rows
-            .into_iter()
-            .map(|r| {
-                let mut it = r.into_iter().map(Option::unwrap_or_default);
-                (it.next().unwrap_or_default(), it.next().unwrap_or_default())
-            })
+        let (columns, raw_rows) = fetched?;
+        let width = columns.len();
+        let mut rows: Vec<Vec<Option<Vec<u8>>>> = raw_rows
+            .iter()
+            .filter_map(|r| parse_text_row(r, width))
             .collect();
         for t in &config.sharding.binding_tables {
             if like_pattern.is_none_or(|p| like(p, t.as_bytes())) {
-                rows.push((t.clone().into_bytes(), b"BASE TABLE".to_vec()));
+                let mut row = vec![Some(t.clone().into_bytes())];
+                if width > 1 {
+                    row.push(Some(b"BASE TABLE".to_vec()));
+                }
+                rows.push(row);
             }
         }
         rows.sort();
-        rows.dedup_by(|a, b| a.0 == b.0);
-        let name = format!("Tables_in_{logical}");
-        let full = sql
-            .windows(4)
-            .take(12)
-            .any(|w| w.eq_ignore_ascii_case(b"full"));
-        let mut columns = vec![ColumnSpec {
-            name: &name,
-            column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
-            flags: ColumnFlags::NOT_NULL_FLAG,
-            charset: 33,
-            length: 192,
-            decimals: 0,
-        }];
-        if full {
-            columns.push(ColumnSpec {
-                name: "Table_type",
-                column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
-                flags: ColumnFlags::NOT_NULL_FLAG,
-                charset: 33,
-                length: 192,
-                decimals: 0,
-            });
+        rows.dedup_by(|a, b| a.first() == b.first());
+        let status = self.final_status(more);
+        let mut header = Vec::new();
+        put_lenenc_int(&mut header, width as u64);
+        client.packet(&header)?;
+        for def in &columns {
+            client.packet(&rename_tables_in(def, &physical, logical))?;
         }
-        let rows: Vec<Vec<Option<Vec<u8>>>> = rows
-            .into_iter()
-            .map(|(n, t)| {
-                if full {
-                    vec![Some(n), Some(t)]
-                } else {
-                    vec![Some(n)]
-                }
-            })
-            .collect();
+        client.columns_end(status)?;
+        for row in &rows {
+            let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
+            client.packet(&text_row(&values))?;
+        }
         self.warnings.clear();
-        client.result_set(&columns, &rows, ("", ""), self.final_status(more))
+        client.rows_end(0, status)
     }
 
     /// DESCRIBE, SHOW COLUMNS, SHOW CREATE TABLE, SHOW INDEX of a table: a logical table
@@ -363,6 +361,29 @@ impl Session {
         self.warnings.clear();
         Ok(())
     }
+}
+
+/// A SHOW TABLES column definition with `Tables_in_<physical>` named after the logical
+/// database (unchanged when the names agree).
+fn rename_tables_in(def: &[u8], physical: &str, logical: &str) -> Vec<u8> {
+    if physical == logical {
+        return def.to_vec();
+    }
+    let from = format!("Tables_in_{physical}");
+    let to = format!("Tables_in_{logical}");
+    let mut pos = 0;
+    let mut out = Vec::with_capacity(def.len() + 8);
+    for _ in 0..6 {
+        let Some(field) = crate::protocol::packets::read_lenenc_bytes(def, &mut pos) else {
+            return def.to_vec();
+        };
+        crate::protocol::packets::put_lenenc_bytes(
+            &mut out,
+            &replace_first(field, from.as_bytes(), to.as_bytes()),
+        );
+    }
+    out.extend_from_slice(&def[pos..]);
+    out
 }
 
 fn replace_first(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {

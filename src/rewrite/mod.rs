@@ -58,19 +58,62 @@ pub fn quote_string(value: &[u8]) -> Vec<u8> {
     out
 }
 
-fn session_fn_text(function: SessionFn, values: &SessionValues) -> Vec<u8> {
-    match function {
-        SessionFn::LastInsertId => values.last_insert_id.to_string().into_bytes(),
-        SessionFn::ConnectionId => values.connection_id.to_string().into_bytes(),
-        SessionFn::RowCount => values.row_count.to_string().into_bytes(),
-        SessionFn::FoundRows => values.found_rows.to_string().into_bytes(),
-        SessionFn::Database => match &values.database {
-            Some(db) => quote_string(db.as_bytes()),
-            None => b"NULL".to_vec(),
-        },
-        SessionFn::User => quote_string(values.user.as_bytes()),
-        SessionFn::CurrentUser => quote_string(values.current_user.as_bytes()),
+/// The value of a session function. In a select list (`metadata`), the value is wrapped so
+/// the column keeps the type, length and nullability of the function itself:
+/// `IF(1, CAST(42 AS UNSIGNED), LAST_INSERT_ID())` is described exactly as
+/// `LAST_INSERT_ID()` is. Elsewhere (WHERE, VALUES) the bare literal keeps index use.
+fn session_fn_text(function: SessionFn, values: &SessionValues, metadata: bool) -> Vec<u8> {
+    let (value, cast, original): (Vec<u8>, Option<&str>, &str) = match function {
+        SessionFn::LastInsertId => (
+            values.last_insert_id.to_string().into_bytes(),
+            Some("UNSIGNED"),
+            "LAST_INSERT_ID()",
+        ),
+        SessionFn::ConnectionId => (
+            values.connection_id.to_string().into_bytes(),
+            Some("UNSIGNED"),
+            "CONNECTION_ID()",
+        ),
+        SessionFn::RowCount => (
+            values.row_count.to_string().into_bytes(),
+            Some("SIGNED"),
+            "ROW_COUNT()",
+        ),
+        SessionFn::FoundRows => (
+            values.found_rows.to_string().into_bytes(),
+            Some("SIGNED"),
+            "FOUND_ROWS()",
+        ),
+        SessionFn::Database => (
+            values
+                .database
+                .as_ref()
+                .map_or(b"NULL".to_vec(), |db| quote_string(db.as_bytes())),
+            None,
+            "DATABASE()",
+        ),
+        SessionFn::User => (quote_string(values.user.as_bytes()), None, "USER()"),
+        SessionFn::CurrentUser => (
+            quote_string(values.current_user.as_bytes()),
+            None,
+            "CURRENT_USER()",
+        ),
+    };
+    if !metadata {
+        return value;
     }
+    let value = match cast {
+        Some(cast) => format!("CAST({} AS {cast})", String::from_utf8_lossy(&value)).into_bytes(),
+        None => value,
+    };
+    [
+        b"IF(1, ".as_slice(),
+        &value,
+        b", ",
+        original.as_bytes(),
+        b")",
+    ]
+    .concat()
 }
 
 /// A statement with its tokens, ready to render variants of.
@@ -96,7 +139,7 @@ impl Statement<'_> {
             .iter()
             .map(|f| {
                 let range = self.bytes_of(f.span);
-                let mut text = session_fn_text(f.function, values);
+                let mut text = session_fn_text(f.function, values, f.keep_name);
                 if f.keep_name {
                     text.extend_from_slice(b" AS ");
                     let name = String::from_utf8_lossy(&self.sql[range.clone()]).into_owned();

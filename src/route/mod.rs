@@ -138,6 +138,11 @@ impl<I: IndexTable> Router<I> {
             Target::Refused(Refusal::Unsupported(what)) => {
                 return Err(ProxyError::unsupported(what));
             }
+            Target::Refused(Refusal::Unparsed(message)) => {
+                return Err(ProxyError::not_yet(format!(
+                    "statements on sharded tables that its SQL parser cannot read (parser: {message})"
+                )));
+            }
             Target::Sharded(plan) => plan,
         };
         if analysis.verb == Verb::Insert {

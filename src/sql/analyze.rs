@@ -876,27 +876,49 @@ pub fn token_mentions_sharded_table(
     tokens: &[super::lexer::Token],
     cx: AnalyzeContext<'_>,
 ) -> bool {
+    !sharded_table_tokens(sql, tokens, cx).is_empty()
+}
+
+/// The tokens that name sharded tables, found without parsing: each span covers the table
+/// name and its `db.` qualifier when it has one.
+pub fn sharded_table_tokens(
+    sql: &[u8],
+    tokens: &[super::lexer::Token],
+    cx: AnalyzeContext<'_>,
+) -> Vec<(TokSpan, TableId)> {
     let mode = super::lexer::LexMode::default();
     let name = |t: &super::lexer::Token| super::command::ident_text(sql, t, mode);
-    tokens.iter().enumerate().any(|(i, t)| {
+    let mut out = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
         if !matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent) {
-            return false;
+            continue;
         }
-        if cx.config.binding_table(&name(t)).is_none() {
-            return false;
-        }
+        let Some(table) = cx.config.binding_table(&name(t)) else {
+            continue;
+        };
         let dotted = i >= 1 && tokens[i - 1].is_punct(sql, ".");
-        if dotted {
-            i >= 2
+        let span = if dotted {
+            let qualified_by_logical = i >= 2
                 && cx
                     .config
                     .sharding
                     .logical_database
-                    .eq_ignore_ascii_case(&name(&tokens[i - 2]))
+                    .eq_ignore_ascii_case(&name(&tokens[i - 2]));
+            if !qualified_by_logical {
+                continue;
+            }
+            TokSpan {
+                first: (i - 2) as u32,
+                last: i as u32,
+            }
+        } else if cx.db_is_logical {
+            TokSpan::one(i as u32)
         } else {
-            cx.db_is_logical
-        }
-    })
+            continue;
+        };
+        out.push((span, table));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -188,6 +188,9 @@ pub enum Refusal {
     NotYet(String),
     /// Something that will not be supported: ER_NOT_SUPPORTED_YET with the reason.
     Unsupported(String),
+    /// The SQL parser cannot read a statement that names a sharded table; the parser's
+    /// message. Whether it is valid MySQL at all is for a backend to say.
+    Unparsed(String),
 }
 
 /// The routing plan of a statement on sharded tables.
