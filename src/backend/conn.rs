@@ -408,6 +408,7 @@ impl BackendConn {
                 columns.push(column_info(&p).unwrap_or(ColumnInfo {
                     name: Vec::new(),
                     column_type: 0,
+                    charset: 63,
                 }));
             }
         }

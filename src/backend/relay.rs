@@ -38,6 +38,8 @@ pub struct Outcome {
     pub statement_flags: u16,
     /// Backend responses relayed.
     pub responses: usize,
+    /// `LAST_INSERT_ID(expr)` set this value (read back from the backend).
+    pub insert_id_set: Option<u64>,
 }
 
 impl Outcome {

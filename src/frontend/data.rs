@@ -33,6 +33,16 @@ pub struct Piece {
     pub names: Option<ResultNames>,
 }
 
+/// Session values a statement changes on its backend connection that its OK packet does
+/// not carry: read back right after it runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras {
+    /// `SQL_CALC_FOUND_ROWS`: `FOUND_ROWS()` comes from the server.
+    pub calc_found_rows: bool,
+    /// `LAST_INSERT_ID(expr)`.
+    pub sets_insert_id: bool,
+}
+
 /// Keywords of statements that only read.
 const READ_VERBS: [&str; 7] = [
     "select", "show", "describe", "desc", "explain", "help", "do",
@@ -85,12 +95,19 @@ impl Session {
             self.pinned = true;
         }
         let write = is_write(&analysis, sql, lexed);
-        let calc_found_rows = lexed
-            .tokens
-            .iter()
-            .any(|t| t.is_word(sql, "sql_calc_found_rows"));
-        self.run(client, &pieces, write, calc_found_rows, more)
-            .await
+        let extras = Extras {
+            calc_found_rows: lexed
+                .tokens
+                .iter()
+                .any(|t| t.is_word(sql, "sql_calc_found_rows")),
+            // LAST_INSERT_ID(expr) sets the session's value, even in a SELECT.
+            sets_insert_id: lexed.tokens.windows(3).any(|w| {
+                w[0].is_word(sql, "last_insert_id")
+                    && w[1].is_punct(sql, "(")
+                    && !w[2].is_punct(sql, ")")
+            }),
+        };
+        self.run(client, &pieces, write, extras, more).await
     }
 
     /// The statement's analysis: kept by shape, or made now.
@@ -242,7 +259,7 @@ impl Session {
         client: &mut Client,
         pieces: &[Piece],
         write: bool,
-        calc_found_rows: bool,
+        extras: Extras,
         more: bool,
     ) -> Result<(), ProxyError> {
         if write {
@@ -257,7 +274,7 @@ impl Session {
         let wrap = write && pieces.len() > 1;
         let savepoint = wrap && (self.in_transaction() || !self.autocommit);
         self.warnings.clear();
-        if calc_found_rows {
+        if extras.calc_found_rows {
             self.found_rows = 0;
         }
         let mut out = Outcome::default();
@@ -272,7 +289,7 @@ impl Session {
                     status,
                     wrap && i == 0,
                     savepoint,
-                    calc_found_rows,
+                    extras,
                 )
                 .await;
             if result.is_err() {
@@ -301,12 +318,14 @@ impl Session {
         if write {
             self.record_write(pieces[0].datasource);
         }
-        if out.last_insert_id != 0 {
+        if let Some(id) = out.insert_id_set {
+            self.last_insert_id = id;
+        } else if out.last_insert_id != 0 {
             self.last_insert_id = out.last_insert_id;
         }
         if out.result_set {
             self.row_count = -1;
-            if !calc_found_rows {
+            if !extras.calc_found_rows {
                 self.found_rows = out.rows;
             }
         } else {
@@ -333,7 +352,7 @@ impl Session {
         status: u16,
         begin: bool,
         savepoint: bool,
-        calc_found_rows: bool,
+        extras: Extras,
     ) -> Result<(), ProxyError> {
         let conn = self.connection(piece.datasource).await?;
         if begin {
@@ -362,15 +381,13 @@ impl Session {
                 .collect();
             self.warnings.extend(diagnostics);
         }
-        if calc_found_rows {
+        if extras.calc_found_rows {
             let conn = self.connection(piece.datasource).await?;
-            let (_, rows) = conn.query_rows(b"SELECT FOUND_ROWS()").await?;
-            let n: u64 = rows
-                .first()
-                .and_then(|r| r.first().cloned().flatten())
-                .and_then(|v| String::from_utf8_lossy(&v).parse().ok())
-                .unwrap_or(0);
-            self.found_rows += n;
+            self.found_rows += scalar(conn, b"SELECT FOUND_ROWS()").await?;
+        }
+        if extras.sets_insert_id {
+            let conn = self.connection(piece.datasource).await?;
+            out.insert_id_set = Some(scalar(conn, b"SELECT LAST_INSERT_ID()").await?);
         }
         Ok(())
     }
@@ -384,6 +401,16 @@ impl Session {
             message,
         }];
     }
+}
+
+/// The one unsigned number a query returns.
+async fn scalar(conn: &mut crate::backend::BackendConn, sql: &[u8]) -> Result<u64, ProxyError> {
+    let (_, rows) = conn.query_rows(sql).await?;
+    Ok(rows
+        .first()
+        .and_then(|r| r.first().cloned().flatten())
+        .and_then(|v| String::from_utf8_lossy(&v).parse().ok())
+        .unwrap_or(0))
 }
 
 /// Whether a statement may change data: the datasource rule applies to writes only.

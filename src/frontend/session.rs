@@ -62,7 +62,8 @@ pub struct Session {
     /// Current database.
     pub database: Option<String>,
     /// Session variables as SQL literals, by lower-case name; always holds the character
-    /// set variables and `autocommit`.
+    /// set variables and `autocommit`. User variables set with `SET @x = ...` are kept
+    /// here too, under their `@name`, and applied to every connection the session uses.
     pub vars: BTreeMap<String, Vec<u8>>,
     /// `autocommit`.
     pub autocommit: bool,
@@ -238,30 +239,7 @@ impl Session {
             conn.reset().await?;
             conn.state.database = None;
         }
-        let diff: Vec<(&String, &Vec<u8>)> = self
-            .vars
-            .iter()
-            .filter(|(k, v)| conn.state.vars.get(*k) != Some(*v))
-            .collect();
-        if !diff.is_empty() {
-            let mut sql = b"SET ".to_vec();
-            for (i, (name, value)) in diff.iter().enumerate() {
-                if i > 0 {
-                    sql.extend_from_slice(b", ");
-                }
-                sql.extend_from_slice(b"@@session.");
-                sql.extend_from_slice(name.as_bytes());
-                sql.extend_from_slice(b" = ");
-                sql.extend_from_slice(value);
-            }
-            if let Err(e) = conn.execute(&sql).await {
-                conn.mark_broken();
-                return Err(e);
-            }
-            for (name, value) in diff {
-                conn.state.vars.insert(name.clone(), value.clone());
-            }
-        }
+        self.apply_vars(conn).await?;
         if let Some(db) = self.backend_database(ds) {
             if conn.state.database.as_deref() != Some(db.as_str()) {
                 conn.init_db(&db).await?;
@@ -277,6 +255,61 @@ impl Session {
             for savepoint in &self.txn.savepoints {
                 let sql = format!("SAVEPOINT {}", crate::rewrite::quote_ident(savepoint));
                 conn.execute(sql.as_bytes()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Brings every held connection to the session's variables (after a `SET`).
+    pub async fn sync_held(&mut self) -> Result<(), ProxyError> {
+        let datasources: Vec<DatasourceId> = self.held.keys().copied().collect();
+        for ds in datasources {
+            let mut conn = self.held.remove(&ds).expect("listed");
+            let applied = self.apply_vars(&mut conn).await;
+            self.held.insert(ds, conn);
+            applied?;
+        }
+        Ok(())
+    }
+
+    /// Sets on `conn` the session variables whose values differ there: system variables
+    /// first, then user variables (so their literals are read in the session's charset).
+    async fn apply_vars(&self, conn: &mut BackendConn) -> Result<(), ProxyError> {
+        let diff: Vec<(&String, &Vec<u8>)> = self
+            .vars
+            .iter()
+            .filter(|(k, v)| conn.state.vars.get(*k) != Some(*v))
+            .collect();
+        let (user, system): (Vec<_>, Vec<_>) =
+            diff.into_iter().partition(|(k, _)| k.starts_with('@'));
+        for group in [system, user] {
+            if group.is_empty() {
+                continue;
+            }
+            let mut sql = b"SET ".to_vec();
+            for (i, (name, value)) in group.iter().enumerate() {
+                if i > 0 {
+                    sql.extend_from_slice(b", ");
+                }
+                match name.strip_prefix('@') {
+                    Some(user) => {
+                        sql.push(b'@');
+                        sql.extend_from_slice(crate::rewrite::quote_ident(user).as_bytes());
+                    }
+                    None => {
+                        sql.extend_from_slice(b"@@session.");
+                        sql.extend_from_slice(name.as_bytes());
+                    }
+                }
+                sql.extend_from_slice(b" = ");
+                sql.extend_from_slice(value);
+            }
+            if let Err(e) = conn.execute(&sql).await {
+                conn.mark_broken();
+                return Err(e);
+            }
+            for (name, value) in group {
+                conn.state.vars.insert(name.clone(), value.clone());
             }
         }
         Ok(())

@@ -27,6 +27,26 @@ const CHARSET_VARS: [&str; 4] = [
 /// Values that are the session's own, not server variables to carry.
 const IDENTITY_VARS: [&str; 3] = ["last_insert_id", "identity", "insert_id"];
 
+/// A read-back value as a literal that gives the same value and type when set again.
+fn literal_of(value: &[u8], column_type: u8, charset: u16) -> Vec<u8> {
+    use ColumnType::*;
+    if column_type == MYSQL_TYPE_DOUBLE as u8 || column_type == MYSQL_TYPE_FLOAT as u8 {
+        return format!("CAST('{}' AS DOUBLE)", String::from_utf8_lossy(value)).into_bytes();
+    }
+    if numeric(column_type) {
+        return value.to_vec();
+    }
+    if charset == 63 {
+        let mut out = b"X'".to_vec();
+        for b in value {
+            out.extend_from_slice(format!("{b:02X}").as_bytes());
+        }
+        out.push(b'\'');
+        return out;
+    }
+    quote_string(value)
+}
+
 fn numeric(column_type: u8) -> bool {
     use ColumnType::*;
     [
@@ -80,17 +100,16 @@ impl Session {
                 ..Default::default()
             });
         }
-        let pins = items.iter().any(|i| {
-            matches!(
-                i,
-                SetItem::UserVar | SetItem::Other | SetItem::Transaction { session: false }
-            )
-        });
+        // Forms whose effect cannot be read back (SET ROLE, SET PASSWORD, SET TRANSACTION
+        // inside a transaction) run on every held connection and pin the session.
+        let opaque = items
+            .iter()
+            .any(|i| matches!(i, SetItem::Other | SetItem::Transaction { session: false }));
         let mut names: Vec<String> = Vec::new();
         for item in items {
             match item {
                 SetItem::Names(_) => names.extend(CHARSET_VARS.iter().map(|s| (*s).to_owned())),
-                SetItem::SessionVar(v) => names.push(v.clone()),
+                SetItem::SessionVar(v) | SetItem::UserVar(v) => names.push(v.clone()),
                 SetItem::Transaction { session: true } => {
                     names.extend(["tx_isolation".to_owned(), "tx_read_only".to_owned()])
                 }
@@ -100,45 +119,69 @@ impl Session {
         names.sort();
         names.dedup();
 
+        // The statement runs once, on the default datasource's connection (or the first one
+        // held); its values are read back there and set as literals on the others.
         let default_ds = self.proxy.config.sharding.default_datasource;
-        if self.held.is_empty() {
-            self.connection(default_ds).await?;
-        }
-        let targets: Vec<_> = self.held.keys().copied().collect();
+        let first = if self.held.is_empty() || self.held.contains_key(&default_ds) {
+            default_ds
+        } else {
+            *self.held.keys().next().expect("not empty")
+        };
+        let conn = self.connection(first).await?;
+        conn.execute(sql).await?;
         let mut values: Vec<(String, Vec<u8>)> = Vec::new();
-        for (n, ds) in targets.iter().enumerate() {
-            let conn = self.connection(*ds).await?;
-            conn.execute(sql).await?;
-            if n == 0 && !names.is_empty() {
-                let select = format!(
-                    "SELECT {}",
-                    names
-                        .iter()
-                        .map(|v| format!("@@session.{v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                let (columns, rows) = conn.query_rows(select.as_bytes()).await?;
-                let row = rows.into_iter().next().unwrap_or_default();
-                for (i, name) in names.iter().enumerate() {
-                    let value = match row.get(i).cloned().flatten() {
-                        None => b"NULL".to_vec(),
-                        Some(v) if columns.get(i).is_some_and(|c| numeric(c.column_type)) => v,
-                        Some(v) => quote_string(&v),
-                    };
-                    values.push((name.clone(), value));
-                }
-            }
-            for (name, value) in &values {
-                if !IDENTITY_VARS.contains(&name.as_str()) {
-                    conn.state.vars.insert(name.clone(), value.clone());
-                }
+        if !names.is_empty() {
+            let select = format!(
+                "SELECT {}",
+                names
+                    .iter()
+                    .map(|v| match v.strip_prefix('@') {
+                        Some(user) => format!("@{}", crate::rewrite::quote_ident(user)),
+                        None => format!("@@session.{v}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let (columns, rows) = conn.query_rows(select.as_bytes()).await?;
+            let row = rows.into_iter().next().unwrap_or_default();
+            for (i, name) in names.iter().enumerate() {
+                let column = columns.get(i);
+                let value = match row.get(i).cloned().flatten() {
+                    None => b"NULL".to_vec(),
+                    Some(v) => literal_of(
+                        &v,
+                        column.map_or(0, |c| c.column_type),
+                        column.map_or(33, |c| c.charset),
+                    ),
+                };
+                values.push((name.clone(), value));
             }
         }
+        let carried: Vec<(String, Vec<u8>)> = values
+            .iter()
+            .filter(|(n, _)| !IDENTITY_VARS.contains(&n.as_str()))
+            .cloned()
+            .collect();
+        for (name, value) in &carried {
+            conn.state.vars.insert(name.clone(), value.clone());
+        }
+        let others: Vec<_> = self
+            .held
+            .keys()
+            .copied()
+            .filter(|ds| *ds != first)
+            .collect();
+        for ds in others {
+            if opaque {
+                self.connection(ds).await?.execute(sql).await?;
+            }
+        }
+        let pins = opaque;
         if pins {
             self.pinned = true;
         }
         self.absorb(values)?;
+        self.sync_held().await?;
         self.warnings.clear();
         self.release_idle();
         client.ok(&OkInfo {

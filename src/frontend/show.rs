@@ -131,7 +131,9 @@ impl Session {
                 sql: sql.to_vec(),
                 names: None,
             };
-            return self.run(client, &[piece], false, false, more).await;
+            return self
+                .run(client, &[piece], false, Default::default(), more)
+                .await;
         }
         if filtered {
             return Err(ProxyError::not_yet(
@@ -233,7 +235,9 @@ impl Session {
                 sql: sql.to_vec(),
                 names: None,
             };
-            return self.run(client, &[piece], false, false, more).await;
+            return self
+                .run(client, &[piece], false, Default::default(), more)
+                .await;
         };
         let first = self.proxy.router.first_shard();
         let shard = &config.sharding.shards[first as usize];
@@ -263,7 +267,9 @@ impl Session {
                 sql: rewritten,
                 names: Some(names),
             };
-            return self.run(client, &[piece], false, false, more).await;
+            return self
+                .run(client, &[piece], false, Default::default(), more)
+                .await;
         }
         let logical = config.sharding.binding_tables[usize::from(table_id.0)].clone();
         self.rows_renamed(

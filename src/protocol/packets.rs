@@ -240,6 +240,8 @@ pub struct ColumnInfo {
     pub name: Vec<u8>,
     /// Type code.
     pub column_type: u8,
+    /// Collation id (63: binary).
+    pub charset: u16,
 }
 
 /// Reads the name and type of a column definition.
@@ -251,8 +253,13 @@ pub fn column_info(payload: &[u8]) -> Option<ColumnInfo> {
     let name = read_lenenc_bytes(payload, &mut pos)?.to_vec();
     read_lenenc_bytes(payload, &mut pos)?;
     read_lenenc_int(payload, &mut pos)?;
+    let charset = u16::from_le_bytes([*payload.get(pos)?, *payload.get(pos + 1)?]);
     let column_type = *payload.get(pos + 6)?;
-    Some(ColumnInfo { name, column_type })
+    Some(ColumnInfo {
+        name,
+        column_type,
+        charset,
+    })
 }
 
 /// A relayed column definition with `schema`, `table` and `org_table` named logically:

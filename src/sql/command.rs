@@ -78,8 +78,8 @@ pub enum SetItem {
     SessionVar(String),
     /// `GLOBAL x`, `@@global.x`, `PERSIST x`.
     GlobalVar(String),
-    /// `@x = ...`.
-    UserVar,
+    /// `@x = ...`: the variable's name, lower case, with its `@`.
+    UserVar(String),
     /// `[SESSION] TRANSACTION ...`; `session` false for the next transaction only.
     Transaction {
         /// Applies to the session, not only the next transaction.
@@ -316,7 +316,21 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
             .unwrap_or_default()
     };
     match first.kind {
-        TokenKind::UserVariable => return SetItem::UserVar,
+        TokenKind::UserVariable => {
+            let raw = first.bytes(sql);
+            let name = match raw.get(1) {
+                Some(q @ (b'\'' | b'"' | b'`')) => {
+                    let inner = &raw[2..raw.len().saturating_sub(1).max(2)];
+                    let doubled = [*q, *q];
+                    String::from_utf8_lossy(inner).replace(
+                        std::str::from_utf8(&doubled).unwrap_or("``"),
+                        std::str::from_utf8(&doubled[..1]).unwrap_or("`"),
+                    )
+                }
+                _ => String::from_utf8_lossy(&raw[1..]).into_owned(),
+            };
+            return SetItem::UserVar(format!("@{}", name.to_lowercase()));
+        }
         TokenKind::SystemVariable => {
             let text = String::from_utf8_lossy(&first.bytes(sql)[2..]).to_ascii_lowercase();
             return match text.split_once('.') {
@@ -450,7 +464,13 @@ mod tests {
             cmd("SET GLOBAL max_connections = 10"),
             Command::Set(vec![SetItem::GlobalVar("max_connections".into())])
         );
-        assert_eq!(cmd("SET @x = 1"), Command::Set(vec![SetItem::UserVar]));
+        assert_eq!(
+            cmd("SET @X = 1, @`a b` := 2"),
+            Command::Set(vec![
+                SetItem::UserVar("@x".into()),
+                SetItem::UserVar("@a b".into())
+            ])
+        );
         assert_eq!(
             cmd("SET time_zone = '+00:00', @@local.wait_timeout=10"),
             Command::Set(vec![
