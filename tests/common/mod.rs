@@ -229,3 +229,498 @@ pub fn fresh_legacy_id() -> u64 {
     let ts = 1_672_531_200_000u64 + (now_ms() % 86_400_000) + n;
     ((ts - SNOWFLAKE_EPOCH_MS) << 22) | ((u64::from(std::process::id()) % 1024) << 12) | (n % 4096)
 }
+
+// ---------------------------------------------------------------------------------------
+// Helpers shared by the end-to-end test files.
+// ---------------------------------------------------------------------------------------
+
+pub use mysql_async::Value;
+
+/// A row as plain values (text protocol: `Value::Bytes` or `Value::NULL`).
+pub type Values = Vec<Value>;
+
+/// Every row of a text query, in the order received.
+pub async fn rows(c: &mut Conn, sql: &str) -> Vec<Values> {
+    try_rows(c, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}\n  failed: {e}"))
+}
+
+/// Every row of a text query, or its error.
+pub async fn try_rows(c: &mut Conn, sql: &str) -> Result<Vec<Values>, mysql_async::Error> {
+    let got: Vec<mysql_async::Row> = c.query(sql).await?;
+    Ok(got.into_iter().map(|r| r.unwrap()).collect())
+}
+
+/// Every row of a text query, sorted (for answers combined from several shards).
+pub async fn sorted_rows(c: &mut Conn, sql: &str) -> Vec<Values> {
+    let mut r = rows(c, sql).await;
+    r.sort_by_cached_key(|row| row.iter().map(show).collect::<Vec<_>>());
+    r
+}
+
+/// Column names and types of a text query's result.
+pub async fn columns(c: &mut Conn, sql: &str) -> Vec<(String, String)> {
+    let result = c.query_iter(sql).await.unwrap();
+    let cols = result
+        .columns_ref()
+        .iter()
+        .map(|c| (c.name_str().into_owned(), format!("{:?}", c.column_type())))
+        .collect();
+    result.drop_result().await.unwrap();
+    cols
+}
+
+/// The MySQL error code of a failed query; panics if the query succeeded or failed
+/// without a server error.
+pub fn server_code<T: std::fmt::Debug>(r: Result<T, mysql_async::Error>) -> u16 {
+    server_error(r).0
+}
+
+/// (code, SQLSTATE, message) of a failed query.
+pub fn server_error<T: std::fmt::Debug>(r: Result<T, mysql_async::Error>) -> (u16, String, String) {
+    match r {
+        Err(mysql_async::Error::Server(e)) => (e.code, e.state, e.message),
+        Err(other) => panic!("expected a MySQL error packet, got {other:?}"),
+        Ok(v) => panic!("expected a MySQL error, the statement succeeded: {v:?}"),
+    }
+}
+
+/// Runs `sql` through `c`, expecting a MySQL error; returns its code.
+pub async fn error_code(c: &mut Conn, sql: &str) -> u16 {
+    let r = c.query_drop(sql).await;
+    match r {
+        Err(mysql_async::Error::Server(e)) => e.code,
+        Err(other) => panic!("{sql}\n  expected a MySQL error packet, got {other:?}"),
+        Ok(()) => panic!("{sql}\n  expected a MySQL error, the statement succeeded"),
+    }
+}
+
+/// Runs `sql` through `c` and panics with the statement on error.
+pub async fn exec(c: &mut Conn, sql: &str) {
+    c.query_drop(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}\n  failed: {e}"));
+}
+
+/// The connection still serves: a trivial statement and a routed read both answer.
+pub async fn assert_usable(c: &mut Conn) {
+    let one: Option<u64> = c
+        .query_first("SELECT 1")
+        .await
+        .expect("SELECT 1 after an error");
+    assert_eq!(one, Some(1));
+    let s = seed();
+    let id = s.channels["EU_CHANNEL"].new_format_ids[0];
+    let got: Option<u64> = c
+        .query_first(format!(
+            "SELECT order_id FROM t_order WHERE order_id = {id}"
+        ))
+        .await
+        .expect("routed read after an error");
+    assert_eq!(got, Some(id));
+}
+
+/// Channel names, codes, base shards and a region of each, from the demo configuration.
+pub const CHANNELS: [(&str, u8, u32, &str); 5] = [
+    ("EU_CHANNEL", 5, 0, "GB"),
+    ("GLOBAL_CHANNEL", 2, 4, "US"),
+    ("CN_CHANNEL", 1, 8, "CN"),
+    ("BIZ_CHANNEL", 3, 12, "HK"),
+    ("CORP_CHANNEL", 4, 16, "KR"),
+];
+
+/// The channel row of `name` in [`CHANNELS`].
+pub fn channel(name: &str) -> (&'static str, u8, u32, &'static str) {
+    *CHANNELS
+        .iter()
+        .find(|c| c.0 == name)
+        .unwrap_or_else(|| panic!("unknown channel {name}"))
+}
+
+/// The shard an order of `channel_name` with id `id` belongs to (SPEC §3).
+pub fn expected_shard(channel_name: &str, id: u64) -> u32 {
+    channel(channel_name).2 + (id % 4) as u32
+}
+
+/// The sandbox server of a shard.
+pub fn datasource_of(shard: u32) -> usize {
+    physical(shard).0
+}
+
+/// A fresh route-key id of channel `code` whose shard lies on sandbox server `ds`.
+pub fn fresh_new_id_on(code: u8, ds: usize) -> u64 {
+    let name = CHANNELS.iter().find(|c| c.1 == code).unwrap().0;
+    for _ in 0..1000 {
+        let id = fresh_new_id(code);
+        if datasource_of(expected_shard(name, id)) == ds {
+            return id;
+        }
+    }
+    panic!("channel {name} has no shard on ds{ds}")
+}
+
+/// A fresh route-key id of channel `code` with `id % 4 == rem`.
+pub fn fresh_new_id_mod(code: u8, rem: u64) -> u64 {
+    loop {
+        let id = fresh_new_id(code);
+        if id % 4 == rem {
+            return id;
+        }
+    }
+}
+
+/// A fresh legacy id (not decodable) whose bits 17-14 nevertheless hold `code`, so that a
+/// router trusting the bits would pick that code's channel.
+pub fn fresh_legacy_id_with_code(code: u8) -> u64 {
+    let id = fresh_legacy_id();
+    (id & !(0xF << 14)) | (u64::from(code) << 14)
+}
+
+/// Shards (of all 20) whose physical `t_order` and `t_order_item` hold `order_id`, with
+/// one query per sandbox server.
+pub async fn placement(order_id: u64) -> (Vec<u32>, Vec<u32>) {
+    let shards = config().sharding.shards.len() as u32;
+    let mut orders = Vec::new();
+    let mut items = Vec::new();
+    for ds in 0..2 {
+        let mut parts = Vec::new();
+        for shard in (0..shards).filter(|s| datasource_of(*s) == ds) {
+            let (_, t, ti) = physical(shard);
+            parts.push(format!(
+                "SELECT {shard}, (SELECT COUNT(*) FROM {t} WHERE order_id = {order_id}), (SELECT COUNT(*) FROM {ti} WHERE order_id = {order_id})"
+            ));
+        }
+        let mut conn = backend(ds).await;
+        let got: Vec<(u32, u64, u64)> = conn.query(parts.join(" UNION ALL ")).await.unwrap();
+        for (shard, o, i) in got {
+            if o > 0 {
+                orders.push(shard);
+            }
+            if i > 0 {
+                items.push(shard);
+            }
+        }
+    }
+    orders.sort();
+    items.sort();
+    (orders, items)
+}
+
+/// The `t_order` row of `order_id` read directly from physical shard `shard`.
+pub async fn physical_row(shard: u32, order_id: u64) -> Option<Values> {
+    let (ds, t, _) = physical(shard);
+    let mut conn = backend(ds).await;
+    let mut r = rows(
+        &mut conn,
+        &format!("SELECT * FROM {t} WHERE order_id = {order_id}"),
+    )
+    .await;
+    assert!(r.len() <= 1);
+    r.pop()
+}
+
+/// The channel the index table names for `order_id`.
+pub async fn index_channel(order_id: u64) -> Option<String> {
+    let mut conn = backend(0).await;
+    conn.query_first(format!(
+        "SELECT channel FROM order_meta.t_order_index WHERE order_id = {order_id}"
+    ))
+    .await
+    .unwrap()
+}
+
+/// An INSERT of one `t_order` row (all columns) for the logical table.
+pub fn insert_order_sql(id: u64, channel_name: &str, note: &str) -> String {
+    let region = channel(channel_name).3;
+    format!(
+        "INSERT INTO t_order (order_id, channel, region, user_id, amount, status, note, created_at) \
+         VALUES ({id}, '{channel_name}', '{region}', 7, 12.34, 'CREATED', '{note}', '2026-01-02 03:04:05.678')"
+    )
+}
+
+/// The VALUES tuple of one `t_order` row, for multi-row inserts.
+pub fn order_tuple(id: u64, channel_name: &str, note: &str) -> String {
+    let region = channel(channel_name).3;
+    format!(
+        "({id}, '{channel_name}', '{region}', 7, 12.34, 'CREATED', '{note}', '2026-01-02 03:04:05.678')"
+    )
+}
+
+/// The column list matching [`order_tuple`].
+pub const ORDER_COLUMNS: &str =
+    "(order_id, channel, region, user_id, amount, status, note, created_at)";
+
+/// Inserts a `t_order` row straight into physical shard `shard`, bypassing the proxy.
+pub async fn insert_physical(shard: u32, id: u64, channel_name: &str, note: &str) {
+    let (ds, t, _) = physical(shard);
+    let mut conn = backend(ds).await;
+    exec(
+        &mut conn,
+        &format!(
+            "INSERT INTO {t} {ORDER_COLUMNS} VALUES {}",
+            order_tuple(id, channel_name, note)
+        ),
+    )
+    .await;
+}
+
+/// Deletes every trace of `ids`: their rows on all physical shards and their index rows.
+pub async fn purge(ids: &[u64]) {
+    if ids.is_empty() {
+        return;
+    }
+    let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let shards = config().sharding.shards.len() as u32;
+    for ds in 0..2 {
+        let mut conn = backend(ds).await;
+        for shard in (0..shards).filter(|s| datasource_of(*s) == ds) {
+            let (_, t, ti) = physical(shard);
+            exec(
+                &mut conn,
+                &format!("DELETE FROM {t} WHERE order_id IN ({list})"),
+            )
+            .await;
+            exec(
+                &mut conn,
+                &format!("DELETE FROM {ti} WHERE order_id IN ({list})"),
+            )
+            .await;
+        }
+        if ds == 0 {
+            exec(
+                &mut conn,
+                &format!("DELETE FROM order_meta.t_order_index WHERE order_id IN ({list})"),
+            )
+            .await;
+        }
+    }
+}
+
+/// Purges the ids it was given when dropped, even when the test panics.
+#[derive(Default)]
+pub struct Cleanup(std::sync::Mutex<Vec<u64>>);
+
+impl Cleanup {
+    /// A guard for `ids`.
+    pub fn new(ids: &[u64]) -> Self {
+        Self(std::sync::Mutex::new(ids.to_vec()))
+    }
+
+    /// Adds an id (returns it).
+    pub fn add(&self, id: u64) -> u64 {
+        self.0.lock().unwrap().push(id);
+        id
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let ids = std::mem::take(&mut *self.0.lock().unwrap());
+        if ids.is_empty() {
+            return;
+        }
+        // Runs on its own thread and runtime: Drop may run inside the test's runtime.
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(purge(&ids));
+        })
+        .join();
+    }
+}
+
+/// A value as text (for messages).
+pub fn show(v: &Value) -> String {
+    match v {
+        Value::NULL => "NULL".to_owned(),
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Rows as text lines (for messages).
+pub fn show_rows(rows: &[Values]) -> Vec<String> {
+    rows.iter()
+        .map(|r| r.iter().map(show).collect::<Vec<_>>().join(" | "))
+        .collect()
+}
+
+/// Panics with the rows only one side has when `got != want`.
+pub fn assert_same_rows(got: &[Values], want: &[Values], what: &str) {
+    if got == want {
+        return;
+    }
+    let g = show_rows(got);
+    let w = show_rows(want);
+    let extra: Vec<_> = g.iter().filter(|r| !w.contains(r)).collect();
+    let missing: Vec<_> = w.iter().filter(|r| !g.contains(r)).collect();
+    panic!(
+        "{what}\n  got {} rows, expected {}\n  unexpected: {extra:#?}\n  missing: {missing:#?}\n  got (in order): {g:#?}",
+        got.len(),
+        want.len()
+    );
+}
+
+/// A bare MySQL client on a socket, for what mysql_async cannot do: connect without
+/// CLIENT_MULTI_STATEMENTS, send commands without waiting for replies.
+pub struct RawClient {
+    stream: tokio::net::TcpStream,
+}
+
+/// A reply, as far as the tests need it.
+#[derive(Debug)]
+pub enum RawReply {
+    /// OK packet: its status flags.
+    Ok(u16),
+    /// Error packet: code and message.
+    Err(u16, String),
+    /// A result set: the rows' first column and the status flags of the closing EOF.
+    Rows(Vec<Option<String>>, u16),
+}
+
+impl RawClient {
+    /// Connects as app/app to database `orders`, protocol 4.1 with classic EOF packets and
+    /// no CLIENT_MULTI_STATEMENTS.
+    pub async fn connect(addr: SocketAddr) -> Self {
+        Self::connect_as(addr, "app", "app", "orders").await
+    }
+
+    /// Connects as `user` to `db` (same protocol options).
+    pub async fn connect_as(addr: SocketAddr, user: &str, password: &str, db: &str) -> Self {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (_, hello) = read_packet(&mut stream).await;
+        assert_eq!(hello[0], 10, "protocol version 10 handshake");
+        let mut p = 1;
+        while hello[p] != 0 {
+            p += 1;
+        }
+        p += 1 + 4; // NUL, connection id
+        let mut nonce = hello[p..p + 8].to_vec();
+        p += 8 + 1 + 2 + 1 + 2 + 2; // auth-1, filler, caps low, charset, status, caps high
+        let auth_len = hello[p] as usize;
+        p += 1 + 10;
+        let rest = auth_len.saturating_sub(8).max(13) - 1;
+        nonce.extend_from_slice(&hello[p..p + rest]);
+        let scramble = if password.is_empty() {
+            Vec::new()
+        } else {
+            mysql_common::scramble::scramble_native(&nonce, password.as_bytes())
+                .unwrap()
+                .to_vec()
+        };
+        use mysql_common::constants::CapabilityFlags as F;
+        let caps = F::CLIENT_PROTOCOL_41
+            | F::CLIENT_SECURE_CONNECTION
+            | F::CLIENT_PLUGIN_AUTH
+            | F::CLIENT_LONG_PASSWORD
+            | F::CLIENT_CONNECT_WITH_DB
+            | F::CLIENT_TRANSACTIONS;
+        let mut resp = Vec::new();
+        resp.extend_from_slice(&caps.bits().to_le_bytes());
+        resp.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        resp.push(45); // utf8mb4_general_ci
+        resp.extend_from_slice(&[0; 23]);
+        resp.extend_from_slice(user.as_bytes());
+        resp.push(0);
+        resp.push(scramble.len() as u8);
+        resp.extend_from_slice(&scramble);
+        resp.extend_from_slice(db.as_bytes());
+        resp.push(0);
+        resp.extend_from_slice(b"mysql_native_password\0");
+        write_packet(&mut stream, 1, &resp).await;
+        stream.flush().await.unwrap();
+        let (_, reply) = read_packet(&mut stream).await;
+        assert_eq!(
+            reply[0],
+            0,
+            "handshake answered with OK: {:?}",
+            String::from_utf8_lossy(&reply)
+        );
+        Self { stream }
+    }
+
+    /// Sends COM_QUERY without reading the reply.
+    pub async fn send_query(&mut self, sql: &str) {
+        let mut payload = vec![3u8];
+        payload.extend_from_slice(sql.as_bytes());
+        write_packet(&mut self.stream, 0, &payload).await;
+    }
+
+    /// Reads one reply (a whole result set for a query that returns rows).
+    pub async fn reply(&mut self) -> RawReply {
+        let (_, first) = read_packet(&mut self.stream).await;
+        match first[0] {
+            0x00 => {
+                let mut p = 1;
+                for _ in 0..2 {
+                    // affected rows, last insert id (length-encoded integers)
+                    p += match first[p] {
+                        0xFC => 3,
+                        0xFD => 4,
+                        0xFE => 9,
+                        _ => 1,
+                    };
+                }
+                RawReply::Ok(u16::from_le_bytes([first[p], first[p + 1]]))
+            }
+            0xFF => RawReply::Err(
+                u16::from_le_bytes([first[1], first[2]]),
+                String::from_utf8_lossy(&first[9..]).into_owned(),
+            ),
+            _ => {
+                // Column definitions up to EOF, then rows up to EOF.
+                loop {
+                    let (_, p) = read_packet(&mut self.stream).await;
+                    if p[0] == 0xFE && p.len() < 9 {
+                        break;
+                    }
+                }
+                let mut out = Vec::new();
+                loop {
+                    let (_, p) = read_packet(&mut self.stream).await;
+                    if p[0] == 0xFE && p.len() < 9 {
+                        return RawReply::Rows(out, u16::from_le_bytes([p[3], p[4]]));
+                    }
+                    if p[0] == 0xFB {
+                        out.push(None);
+                    } else {
+                        let n = p[0] as usize; // short values only
+                        out.push(Some(String::from_utf8_lossy(&p[1..1 + n]).into_owned()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends COM_QUERY and reads its reply.
+    pub async fn query(&mut self, sql: &str) -> RawReply {
+        self.send_query(sql).await;
+        self.reply().await
+    }
+}
+
+async fn read_packet(s: &mut tokio::net::TcpStream) -> (u8, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 4];
+    tokio::time::timeout(std::time::Duration::from_secs(10), s.read_exact(&mut head))
+        .await
+        .expect("reply within 10 s")
+        .unwrap();
+    let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).await.unwrap();
+    (head[3], body)
+}
+
+async fn write_packet(s: &mut tokio::net::TcpStream, seq: u8, payload: &[u8]) {
+    use tokio::io::AsyncWriteExt;
+    let len = payload.len() as u32;
+    let mut buf = len.to_le_bytes()[..3].to_vec();
+    buf.push(seq);
+    buf.extend_from_slice(payload);
+    s.write_all(&buf).await.unwrap();
+}

@@ -1,0 +1,387 @@
+//! Transactions through the proxy: autocommit=0, BEGIN ... COMMIT/ROLLBACK, the
+//! one-datasource rule for writes, savepoints over datasources, and clients that vanish
+//! mid-transaction. Every check of what is committed reads the physical tables directly.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mysql_async::Conn;
+use mysql_async::prelude::*;
+
+/// Committed `status` of order `id` of `channel_name`, read directly on its shard.
+async fn committed_status(channel_name: &str, id: u64) -> Option<String> {
+    physical_row(expected_shard(channel_name, id), id)
+        .await
+        .map(|r| show(&r[5]))
+}
+
+/// Does the client's session report an open transaction (SERVER_STATUS_IN_TRANS)?
+async fn in_trans(c: &mut Conn) -> bool {
+    // The status flags of the last OK packet are not public in mysql_async; ask the proxy
+    // session through a statement instead (@@in_transaction is MariaDB's session view).
+    let v: Option<u8> = c.query_first("SELECT @@in_transaction").await.unwrap();
+    v == Some(1)
+}
+
+#[tokio::test]
+async fn autocommit_off_keeps_writes_private_until_commit_and_rollback_discards_them() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let guard = Cleanup::default();
+    let id = guard.add(fresh_new_id(5));
+    exec(&mut c, "SET autocommit=0").await;
+    exec(&mut c, &insert_order_sql(id, "EU_CHANNEL", "txn")).await;
+    // Another session sees nothing yet; this one sees its own row.
+    assert_eq!(committed_status("EU_CHANNEL", id).await, None);
+    let own: Option<String> = c
+        .query_first(format!("SELECT status FROM t_order WHERE order_id = {id}"))
+        .await
+        .unwrap();
+    assert_eq!(own.as_deref(), Some("CREATED"));
+    exec(&mut c, "COMMIT").await;
+    assert_eq!(
+        committed_status("EU_CHANNEL", id).await.as_deref(),
+        Some("CREATED")
+    );
+
+    exec(
+        &mut c,
+        &format!("UPDATE t_order SET status = 'PAID' WHERE order_id = {id}"),
+    )
+    .await;
+    assert_eq!(
+        committed_status("EU_CHANNEL", id).await.as_deref(),
+        Some("CREATED")
+    );
+    exec(&mut c, "ROLLBACK").await;
+    assert_eq!(
+        committed_status("EU_CHANNEL", id).await.as_deref(),
+        Some("CREATED")
+    );
+    let own: Option<String> = c
+        .query_first(format!("SELECT status FROM t_order WHERE order_id = {id}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        own.as_deref(),
+        Some("CREATED"),
+        "the rolled-back update is gone"
+    );
+
+    exec(
+        &mut c,
+        &format!("UPDATE t_order SET status = 'SHIPPED' WHERE order_id = {id}"),
+    )
+    .await;
+    // SET autocommit=1 commits the open transaction, as in MySQL.
+    exec(&mut c, "SET autocommit=1").await;
+    assert_eq!(
+        committed_status("EU_CHANNEL", id).await.as_deref(),
+        Some("SHIPPED")
+    );
+    exec(
+        &mut c,
+        &format!("UPDATE t_order SET status = 'DONE' WHERE order_id = {id}"),
+    )
+    .await;
+    assert_eq!(
+        committed_status("EU_CHANNEL", id).await.as_deref(),
+        Some("DONE")
+    );
+    drop(guard);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn begin_then_rollback_leaves_nothing_on_any_shard() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let guard = Cleanup::default();
+    let a = guard.add(fresh_new_id_on(1, 1));
+    let b = guard.add(fresh_new_id(3));
+    let legacy = guard.add(fresh_legacy_id());
+    exec(&mut c, "BEGIN").await;
+    exec(&mut c, &insert_order_sql(a, "CN_CHANNEL", "rolled back")).await;
+    exec(&mut c, &insert_order_sql(b, "BIZ_CHANNEL", "rolled back")).await;
+    exec(
+        &mut c,
+        &insert_order_sql(legacy, "CORP_CHANNEL", "rolled back"),
+    )
+    .await;
+    assert!(in_trans(&mut c).await);
+    exec(&mut c, "ROLLBACK").await;
+    for id in [a, b, legacy] {
+        assert_eq!(placement(id).await, (vec![], vec![]), "{id} left behind");
+    }
+    // The index row of the legacy order was committed outside the transaction (SPEC §5);
+    // it only reads as "not found".
+    assert_eq!(index_channel(legacy).await.as_deref(), Some("CORP_CHANNEL"));
+    assert!(
+        rows(
+            &mut c,
+            &format!("SELECT * FROM t_order WHERE order_id = {legacy}")
+        )
+        .await
+        .is_empty()
+    );
+
+    exec(&mut c, "START TRANSACTION").await;
+    exec(&mut c, &insert_order_sql(a, "CN_CHANNEL", "committed")).await;
+    exec(&mut c, &insert_order_sql(b, "BIZ_CHANNEL", "committed")).await;
+    exec(&mut c, "COMMIT").await;
+    assert_eq!(
+        committed_status("CN_CHANNEL", a).await.as_deref(),
+        Some("CREATED")
+    );
+    assert_eq!(
+        committed_status("BIZ_CHANNEL", b).await.as_deref(),
+        Some("CREATED")
+    );
+    drop(guard);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_write_to_a_second_datasource_is_refused_and_the_transaction_stays_intact() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let guard = Cleanup::default();
+    let eu = guard.add(fresh_new_id(5)); // ds0
+    let eu2 = guard.add(fresh_new_id(5)); // ds0
+    let biz = guard.add(fresh_new_id(3)); // ds1
+    let s = seed();
+    exec(&mut c, "BEGIN").await;
+    exec(&mut c, &insert_order_sql(eu, "EU_CHANNEL", "first")).await;
+    // Reads may touch the other datasource.
+    let read_id = s.channels["CORP_CHANNEL"].new_format_ids[0];
+    assert_eq!(
+        rows(
+            &mut c,
+            &format!("SELECT * FROM t_order WHERE order_id = {read_id}")
+        )
+        .await
+        .len(),
+        1
+    );
+    let sql = insert_order_sql(biz, "BIZ_CHANNEL", "second ds");
+    assert_eq!(error_code(&mut c, &sql).await, 1235, "{sql}");
+    let sql = format!("UPDATE t_order SET note = 'x' WHERE order_id = {read_id}");
+    assert_eq!(error_code(&mut c, &sql).await, 1235, "{sql}");
+    // Still in the transaction, the first write pending and visible to the session.
+    assert!(in_trans(&mut c).await);
+    assert_eq!(committed_status("EU_CHANNEL", eu).await, None);
+    exec(&mut c, &insert_order_sql(eu2, "EU_CHANNEL", "third")).await;
+    exec(&mut c, "COMMIT").await;
+    assert_eq!(
+        committed_status("EU_CHANNEL", eu).await.as_deref(),
+        Some("CREATED")
+    );
+    assert_eq!(
+        committed_status("EU_CHANNEL", eu2).await.as_deref(),
+        Some("CREATED")
+    );
+    assert_eq!(placement(biz).await, (vec![], vec![]));
+    // After the transaction the other datasource takes writes again.
+    exec(&mut c, &insert_order_sql(biz, "BIZ_CHANNEL", "after")).await;
+    assert_eq!(
+        committed_status("BIZ_CHANNEL", biz).await.as_deref(),
+        Some("CREATED")
+    );
+    drop(guard);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn savepoints_reach_a_datasource_that_joins_the_transaction_later() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let guard = Cleanup::default();
+    let s = seed();
+    let eu_read = s.channels["EU_CHANNEL"].new_format_ids[1];
+    let a = guard.add(fresh_new_id(3)); // ds1
+    let b = guard.add(fresh_new_id(4)); // ds1
+    let d = guard.add(fresh_new_id(4)); // ds1
+    exec(&mut c, "BEGIN").await;
+    rows(
+        &mut c,
+        &format!("SELECT * FROM t_order WHERE order_id = {eu_read}"),
+    )
+    .await; // ds0 joins
+    exec(&mut c, "SAVEPOINT s1").await;
+    exec(&mut c, &insert_order_sql(a, "BIZ_CHANNEL", "after s1")).await; // ds1 joins: s1 replayed
+    exec(&mut c, "SAVEPOINT s2").await;
+    exec(&mut c, &insert_order_sql(b, "CORP_CHANNEL", "after s2")).await;
+    exec(&mut c, "ROLLBACK TO SAVEPOINT s2").await;
+    assert!(
+        rows(
+            &mut c,
+            &format!("SELECT * FROM t_order WHERE order_id = {b}")
+        )
+        .await
+        .is_empty()
+    );
+    assert_eq!(
+        rows(
+            &mut c,
+            &format!("SELECT * FROM t_order WHERE order_id = {a}")
+        )
+        .await
+        .len(),
+        1
+    );
+    exec(&mut c, "ROLLBACK TO s1").await;
+    assert!(
+        rows(
+            &mut c,
+            &format!("SELECT * FROM t_order WHERE order_id = {a}")
+        )
+        .await
+        .is_empty()
+    );
+    exec(&mut c, &insert_order_sql(d, "CORP_CHANNEL", "kept")).await;
+    exec(&mut c, "RELEASE SAVEPOINT s1").await;
+    assert_eq!(error_code(&mut c, "ROLLBACK TO s1").await, 1305);
+    exec(&mut c, "COMMIT").await;
+    assert_eq!(committed_status("BIZ_CHANNEL", a).await, None);
+    assert_eq!(committed_status("CORP_CHANNEL", b).await, None);
+    assert_eq!(
+        committed_status("CORP_CHANNEL", d).await.as_deref(),
+        Some("CREATED")
+    );
+    drop(guard);
+    h.stop().await;
+}
+
+/// A client opens a transaction, updates `id` and vanishes (`quit`: COM_QUIT, else the
+/// socket just closes). Nothing of it may stay: no commit, no lock.
+async fn vanish_mid_transaction(quit: bool) {
+    let h = Harness::start().await;
+    let guard = Cleanup::default();
+    let id = guard.add(fresh_new_id_on(1, 1));
+    let mut setup = h.client().await;
+    exec(&mut setup, &insert_order_sql(id, "CN_CHANNEL", "before")).await;
+
+    let mut c = h.client().await;
+    exec(&mut c, "BEGIN").await;
+    exec(
+        &mut c,
+        &format!("UPDATE t_order SET status = 'LOST', note = 'lost' WHERE order_id = {id}"),
+    )
+    .await;
+    if quit {
+        c.disconnect().await.unwrap();
+    } else {
+        drop(c);
+    }
+
+    let mut other = h.client().await;
+    let update = format!("UPDATE t_order SET note = 'second client' WHERE order_id = {id}");
+    tokio::time::timeout(Duration::from_secs(10), other.query_drop(update))
+        .await
+        .expect("the row is still locked by the vanished client's transaction")
+        .unwrap();
+    let row = physical_row(expected_shard("CN_CHANNEL", id), id)
+        .await
+        .unwrap();
+    assert_eq!(
+        (show(&row[5]), show(&row[6])),
+        ("CREATED".into(), "second client".into())
+    );
+    drop(guard);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_quits_mid_transaction_leaves_nothing_committed_and_no_lock() {
+    vanish_mid_transaction(true).await;
+}
+
+#[tokio::test]
+async fn a_client_whose_socket_closes_mid_transaction_leaves_nothing_committed_and_no_lock() {
+    vanish_mid_transaction(false).await;
+}
+
+#[tokio::test]
+async fn a_failed_statement_inside_a_transaction_keeps_the_earlier_writes() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let guard = Cleanup::default();
+    let id = guard.add(fresh_new_id(2));
+    exec(&mut c, "SET autocommit = 0").await;
+    exec(&mut c, &insert_order_sql(id, "GLOBAL_CHANNEL", "kept")).await;
+    // Duplicate key: the backend's error, the transaction goes on.
+    let (code, state, _) = server_error(
+        c.query_drop(insert_order_sql(id, "GLOBAL_CHANNEL", "dup"))
+            .await,
+    );
+    assert_eq!((code, state.as_str()), (1062, "23000"));
+    assert_eq!(
+        error_code(&mut c, "SELECT nope FROM t_order WHERE order_id = 1").await,
+        1054
+    );
+    exec(&mut c, "COMMIT").await;
+    let row = physical_row(expected_shard("GLOBAL_CHANNEL", id), id)
+        .await
+        .unwrap();
+    assert_eq!(show(&row[6]), "kept");
+    exec(&mut c, "SET autocommit = 1").await;
+    drop(guard);
+    h.stop().await;
+}
+
+/// IN_TRANS and AUTOCOMMIT of a reply.
+fn txn_flags(reply: &RawReply) -> (bool, bool) {
+    let status = match reply {
+        RawReply::Ok(s) | RawReply::Rows(_, s) => *s,
+        RawReply::Err(code, msg) => panic!("error {code}: {msg}"),
+    };
+    (status & 0x0001 != 0, status & 0x0002 != 0)
+}
+
+#[tokio::test]
+async fn status_flags_report_the_clients_transaction_as_mariadb_does() {
+    let h = Harness::start().await;
+    let s = seed();
+    let id = s.channels["BIZ_CHANNEL"].new_format_ids[17];
+    let read = format!("SELECT CAST(order_id AS CHAR) FROM t_order WHERE order_id = {id}");
+    // A no-op UPDATE: it opens a transaction but changes nothing.
+    let write = format!("UPDATE t_order SET status = status WHERE order_id = {id}");
+    let script = [
+        "SET autocommit=0",
+        &read,
+        "COMMIT",
+        &write,
+        "ROLLBACK",
+        "SET autocommit=1",
+        &read,
+        &write,
+        "BEGIN",
+        &read,
+        "COMMIT",
+        "START TRANSACTION",
+        &write,
+        "ROLLBACK",
+    ];
+    let mut proxy = RawClient::connect(h.addr).await;
+    let direct_addr = format!("127.0.0.1:{}", sandbox_port(0)).parse().unwrap();
+    let mut direct = RawClient::connect_as(direct_addr, "root", "", "orders_ref").await;
+    let mut seen = Vec::new();
+    for (i, sql) in script.iter().enumerate() {
+        let got = txn_flags(&proxy.query(sql).await);
+        let want = txn_flags(&direct.query(sql).await);
+        assert_eq!(
+            got, want,
+            "step {i}: {sql}: (in transaction, autocommit) differ from MariaDB"
+        );
+        seen.push(want);
+    }
+    assert!(
+        seen.contains(&(true, false))
+            && seen.contains(&(false, true))
+            && seen.contains(&(true, true)),
+        "{seen:?}"
+    );
+    h.stop().await;
+}
