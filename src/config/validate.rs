@@ -283,11 +283,15 @@ fn regions(
     Ok(out)
 }
 
+/// Resolves a datasource name written at some key.
+type DatasourceLookup<'a> =
+    dyn Fn(&Spanned<String>, &str) -> Result<DatasourceId, ConfigError> + 'a;
+
 fn sharding(
     c: &Checker,
     raw: &RawSharding,
     channels: &[Channel],
-    lookup_ds: &dyn Fn(&Spanned<String>, &str) -> Result<DatasourceId, ConfigError>,
+    lookup_ds: &DatasourceLookup<'_>,
 ) -> Result<Sharding, ConfigError> {
     let per_channel = *raw.shards_per_channel.get_ref();
     if per_channel == 0 {
