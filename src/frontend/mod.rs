@@ -142,6 +142,11 @@ async fn command(
                 Err(e) => reply_error(session, client, &e)?,
             }
         }
+        c if c == Command::COM_FIELD_LIST as u8 => {
+            if let Err(e) = session.field_list(client, body).await {
+                reply_error(session, client, &e)?;
+            }
+        }
         c if c == Command::COM_PROCESS_KILL as u8 => {
             let id = body
                 .get(..4)

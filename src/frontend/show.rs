@@ -369,6 +369,74 @@ impl Session {
     }
 }
 
+impl Session {
+    /// COM_FIELD_LIST (the CLI's name completion): the columns of a table. A logical table
+    /// answers from its first shard under its logical names; others pass through.
+    pub async fn field_list(&mut self, client: &mut Client, body: &[u8]) -> Result<(), ProxyError> {
+        let config = self.proxy.config.clone();
+        let (table, rest) = match body.iter().position(|&b| b == 0) {
+            Some(i) => (&body[..i], &body[i..]),
+            None => (body, &[][..]),
+        };
+        let name = String::from_utf8_lossy(table).into_owned();
+        let binding = config
+            .binding_table(&name)
+            .filter(|_| self.in_logical_database());
+        let (ds, request, names) = match binding {
+            Some(id) => {
+                let shard = &config.sharding.shards[self.proxy.router.first_shard() as usize];
+                let mut request = shard.tables[usize::from(id.0)].clone().into_bytes();
+                request.extend_from_slice(rest);
+                (
+                    shard.datasource,
+                    request,
+                    Some((
+                        shard.database.clone(),
+                        ResultNames::for_shard(&config, shard),
+                    )),
+                )
+            }
+            None => (config.sharding.default_datasource, body.to_vec(), None),
+        };
+        let conn = self.connection(ds).await?;
+        if let Some((database, _)) = &names {
+            conn.init_db(database).await?;
+        }
+        conn.send_command(Command::COM_FIELD_LIST, &request).await?;
+        let mut failure = None;
+        loop {
+            let p = match conn.read_packet().await {
+                Ok(p) => p,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            };
+            if p.first() == Some(&0xff) {
+                conn.observe_status(0);
+                failure = Some(crate::backend::conn::backend_error(parse_err(&p)));
+                break;
+            }
+            if is_eof(&p) {
+                conn.observe_status(crate::protocol::packets::parse_eof(&p).1);
+                break;
+            }
+            match names
+                .as_ref()
+                .and_then(|(_, n)| rewrite_column_definition(&p, n))
+            {
+                Some(renamed) => client.packet(&renamed)?,
+                None => client.packet(&p)?,
+            }
+        }
+        self.release_idle();
+        match failure {
+            Some(e) => Err(e),
+            None => client.rows_end(0, self.status()),
+        }
+    }
+}
+
 /// A SHOW TABLES column definition with `Tables_in_<physical>` named after the logical
 /// database (unchanged when the names agree).
 fn rename_tables_in(def: &[u8], physical: &str, logical: &str) -> Vec<u8> {

@@ -696,6 +696,23 @@ impl RawClient {
         }
     }
 
+    /// Sends any command and reads packets until an EOF or ERR packet (included).
+    pub async fn command(&mut self, code: u8, body: &[u8]) -> Vec<Vec<u8>> {
+        let mut payload = vec![code];
+        payload.extend_from_slice(body);
+        write_packet(&mut self.stream, 0, &payload).await;
+        let mut out = Vec::new();
+        loop {
+            let (_, p) = read_packet(&mut self.stream).await;
+            let end =
+                p[0] == 0xFF || (p[0] == 0xFE && p.len() < 9) || (out.is_empty() && p[0] == 0);
+            out.push(p);
+            if end {
+                return out;
+            }
+        }
+    }
+
     /// Sends COM_QUERY and reads its reply.
     pub async fn query(&mut self, sql: &str) -> RawReply {
         self.send_query(sql).await;

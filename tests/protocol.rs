@@ -1,0 +1,67 @@
+//! Protocol commands besides COM_QUERY: COM_FIELD_LIST for logical and unsharded tables,
+//! COM_PING, and commands the proxy does not serve (a proper error, never a blind OK).
+
+mod common;
+
+use common::*;
+
+/// The `(schema, table, org_table, name)` of a column definition packet.
+fn names(def: &[u8]) -> (String, String, String, String) {
+    let mut pos = 0;
+    let mut field = || {
+        let n = def[pos] as usize;
+        let v = String::from_utf8_lossy(&def[pos + 1..pos + 1 + n]).into_owned();
+        pos += 1 + n;
+        v
+    };
+    let _catalog = field();
+    (field(), field(), field(), field())
+}
+
+#[tokio::test]
+async fn field_list_of_a_logical_table_comes_from_its_first_shard_under_logical_names() {
+    let h = Harness::start().await;
+    let mut raw = RawClient::connect(h.addr).await;
+    let packets = raw.command(0x04, b"t_order\0").await;
+    let (last, defs) = packets.split_last().unwrap();
+    assert!(last[0] == 0xFE && last.len() < 9, "ends with EOF: {last:?}");
+    let got: Vec<_> = defs.iter().map(|d| names(d)).collect();
+    // The physical table's columns, in order, as the shard itself lists them.
+    let (ds, table, _) = physical(0);
+    let mut direct = backend(ds).await;
+    let want = columns(&mut direct, &format!("SELECT * FROM {table} LIMIT 0")).await;
+    assert_eq!(got.len(), want.len());
+    for ((schema, table, org_table, name), (want_name, _)) in got.iter().zip(&want) {
+        assert_eq!(
+            (schema.as_str(), table.as_str(), org_table.as_str()),
+            ("orders", "t_order", "t_order")
+        );
+        assert_eq!(name, want_name);
+    }
+    // An unsharded table passes through; an unknown one is the server's error.
+    let packets = raw.command(0x04, b"t_merchant\0").await;
+    assert!(packets.len() > 1 && names(&packets[0]).1 == "t_merchant");
+    let packets = raw.command(0x04, b"no_such_table\0").await;
+    assert_eq!(packets.last().unwrap()[0], 0xFF);
+    assert!(matches!(raw.query("SELECT 1").await, RawReply::Rows(..)));
+}
+
+#[tokio::test]
+async fn ping_and_unknown_commands() {
+    let h = Harness::start().await;
+    let mut raw = RawClient::connect(h.addr).await;
+    let packets = raw.command(0x0e, b"").await; // COM_PING
+    assert_eq!(packets[0][0], 0x00);
+    for code in [0x11u8, 0x12, 0x1d, 0x99] {
+        // COM_CHANGE_USER, COM_BINLOG_DUMP, COM_DAEMON, junk
+        let packets = raw.command(code, b"x").await;
+        let err = &packets[0];
+        assert_eq!(err[0], 0xFF, "command {code:#x} refused");
+        assert_eq!(
+            u16::from_le_bytes([err[1], err[2]]),
+            1047,
+            "command {code:#x}"
+        );
+    }
+    assert!(matches!(raw.query("SELECT 1").await, RawReply::Rows(..)));
+}
