@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
-use routekey_proxy::config::{ChannelId, Config};
+use routekey_proxy::config::Config;
 use routekey_proxy::id::{IdFields, IdLayout, RouteKeyDecoder, SNOWFLAKE_EPOCH_MS};
 use routekey_proxy::rewrite::{SessionValues, Statement};
 use routekey_proxy::route::index::{IndexError, IndexTable};
@@ -84,15 +84,7 @@ fn statements() -> Vec<(&'static str, String)> {
 
 fn decode(c: &mut Criterion) {
     let config = config();
-    let decoder = RouteKeyDecoder::new(
-        config.layout,
-        config
-            .channels
-            .iter()
-            .enumerate()
-            .map(|(i, ch)| (ChannelId(i as u8), ch.code, ch.route_key_since_ms)),
-        config.clock_skew,
-    );
+    let decoder = RouteKeyDecoder::for_config(&config);
     let id = eu_id(77);
     c.bench_function("decode_route_key", |b| {
         b.iter(|| decoder.decode(black_box(id), NOW))

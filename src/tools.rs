@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::config::{ChannelId, Config};
+use crate::config::Config;
 use crate::id::RouteKeyDecoder;
 
 /// A short summary of a valid configuration.
@@ -48,14 +48,7 @@ pub fn decode(c: &Config, text: &str) -> Result<String, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{text}` is not an unsigned 64-bit decimal order id"))?;
-    let decoder = RouteKeyDecoder::new(
-        c.layout,
-        c.channels
-            .iter()
-            .enumerate()
-            .map(|(i, ch)| (ChannelId(i as u8), ch.code, ch.route_key_since_ms)),
-        c.clock_skew,
-    );
+    let decoder = RouteKeyDecoder::for_config(c);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);

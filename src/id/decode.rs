@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use super::layout::IdLayout;
-use crate::config::ChannelId;
+use crate::config::{ChannelId, Config};
 
 /// Why an id does not decode to a channel. Each reason is counted separately (SPEC §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +75,19 @@ impl RouteKeyDecoder {
             by_code,
             skew_ms: u64::try_from(clock_skew.as_millis()).unwrap_or(u64::MAX),
         }
+    }
+
+    /// The decoder for a configuration's layout, channels and clock skew.
+    pub fn for_config(config: &Config) -> Self {
+        Self::new(
+            config.layout,
+            config
+                .channels
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (ChannelId(i as u8), c.code, c.route_key_since_ms)),
+            config.clock_skew,
+        )
     }
 
     /// The layout this decoder reads.

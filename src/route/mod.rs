@@ -81,15 +81,7 @@ pub struct Router<I> {
 impl<I: IndexTable> Router<I> {
     /// A router for `config`, reading the index through `index`.
     pub fn new(config: Arc<Config>, index: I) -> Self {
-        let decoder = RouteKeyDecoder::new(
-            config.layout,
-            config
-                .channels
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (ChannelId(i as u8), c.code, c.route_key_since_ms)),
-            config.clock_skew,
-        );
+        let decoder = RouteKeyDecoder::for_config(&config);
         Self {
             cache: RouteCache::new(&config),
             config,

@@ -7,7 +7,7 @@ use crate::rewrite::{SessionValues, Statement as Rewrite};
 use crate::sql::lexer::{LexMode, lex};
 
 fn config() -> Config {
-    Config::from_toml(include_str!("../../config/demo.toml"), "demo.toml").unwrap()
+    Config::from_toml(include_str!("../../../config/demo.toml"), "demo.toml").unwrap()
 }
 
 fn analysis(sql: &str) -> Analysis {

@@ -1,310 +1,16 @@
-//! Analysis of data statements with sqlparser (MySQL dialect): which tables a statement
-//! names, whether they are sharded, its order id predicate, its route context, and, for
-//! an INSERT, the rows. The result refers to token indices, so it is reusable for any
-//! statement of the same shape (see [`super::shape`]).
-
-use std::collections::HashSet;
-use std::ops::ControlFlow;
+//! From what the visitor collected to a routing plan: which tables are sharded, whether
+//! binding tables join on the shard key, the order id predicate, context and insert rows.
 
 use sqlparser::ast::{
-    Delete, Expr, FromTable, Ident, Insert, ObjectName, OnInsert, Query, Select, SelectItem,
-    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableObject, TableWithJoins,
-    Update, Visit, Visitor,
+    Delete, Expr, FromTable, Ident, Insert, ObjectName, OnInsert, Query, SetExpr, Statement,
+    TableObject, TableWithJoins, Update,
 };
-use sqlparser::dialect::MySqlDialect;
-use sqlparser::parser::Parser;
 
-use super::charset::{Decoded, Decoding};
-use super::lexer::{Lexed, TokenKind};
-use super::predicates::{
-    AGGREGATES, PINNING_FUNCTIONS, Positions, and_terms, column_ref, session_fn,
-};
-use super::*;
-use crate::config::Config;
-
-/// What the analysis needs to know about the session.
-#[derive(Debug, Clone, Copy)]
-pub struct AnalyzeContext<'a> {
-    /// Logical database, binding tables and their columns.
-    pub config: &'a Config,
-    /// The session's current database is the logical database, so unqualified names of
-    /// binding tables are the sharded tables.
-    pub db_is_logical: bool,
-    /// How statement bytes decode.
-    pub decoding: Decoding,
-}
-
-/// The outcome of analysing one statement.
-#[derive(Debug)]
-pub struct Analyzed {
-    /// The analysis.
-    pub analysis: Analysis,
-    /// Every position mapped to a token: the analysis is valid for the statement's shape.
-    pub cacheable: bool,
-}
-
-/// Analyses one statement. `Err` carries the parser's message: the caller decides, from
-/// tokens alone, whether the statement may pass through unparsed.
-pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Analyzed, String> {
-    let decoded = Decoded::new(sql, cx.decoding);
-    let statements = Parser::new(&MySqlDialect {})
-        .try_with_sql(&decoded.text)
-        .and_then(|mut p| p.parse_statements())
-        .map_err(|e| e.to_string())?;
-    let statement = match statements.as_slice() {
-        [one] => one,
-        [] => {
-            return Ok(Analyzed {
-                analysis: Analysis {
-                    verb: Verb::Other,
-                    target: Target::Unsharded,
-                    session_fns: Vec::new(),
-                    pins: false,
-                },
-                cacheable: true,
-            });
-        }
-        _ => return Err("more than one statement".to_owned()),
-    };
-    let pos = Positions {
-        sql,
-        decoded: &decoded,
-        tokens: &lexed.tokens,
-    };
-    let mut walk = Walk::new(&pos);
-    let _ = statement.visit(&mut walk);
-    let pins = walk.pins || token_pins(sql, lexed) || statement_pins(statement);
-    let verb = verb_of(statement);
-    let session_fns = std::mem::take(&mut walk.session_fns);
-
-    let mut planner = Planner {
-        cx,
-        pos: &pos,
-        walk: &walk,
-        refs: Vec::new(),
-        edits: Vec::new(),
-        cacheable: walk.cacheable,
-    };
-    let target = planner.target(statement);
-    let cacheable = planner.cacheable && !lexed.unterminated;
-    Ok(Analyzed {
-        analysis: Analysis {
-            verb,
-            target,
-            session_fns,
-            pins,
-        },
-        cacheable,
-    })
-}
-
-fn verb_of(statement: &Statement) -> Verb {
-    match statement {
-        Statement::Query(_) => Verb::Select,
-        Statement::Insert(_) => Verb::Insert,
-        Statement::Update(_) => Verb::Update,
-        Statement::Delete(_) => Verb::Delete,
-        Statement::CreateTable(t) if t.temporary => Verb::Other,
-        Statement::CreateTable(_)
-        | Statement::AlterTable(_)
-        | Statement::Drop { .. }
-        | Statement::Truncate(_)
-        | Statement::CreateIndex(_)
-        | Statement::CreateView(_)
-        | Statement::RenameTable(_)
-        | Statement::CreateDatabase { .. }
-        | Statement::CreateFunction(_)
-        | Statement::CreateProcedure { .. }
-        | Statement::CreateTrigger(_)
-        | Statement::Grant(_)
-        | Statement::Revoke(_) => Verb::Ddl,
-        _ => Verb::Other,
-    }
-}
-
-/// Statements that leave session state on the backend connection.
-fn statement_pins(statement: &Statement) -> bool {
-    match statement {
-        Statement::CreateTable(t) => t.temporary,
-        Statement::Drop { temporary, .. } => *temporary,
-        Statement::LockTables { .. }
-        | Statement::UnlockTables
-        | Statement::Prepare { .. }
-        | Statement::Execute { .. }
-        | Statement::Deallocate { .. } => true,
-        _ => false,
-    }
-}
-
-/// `@x := ...` and `... INTO @x` set user variables inside a statement.
-fn token_pins(sql: &[u8], lexed: &Lexed) -> bool {
-    lexed.tokens.windows(2).any(|w| {
-        w[0].is_punct(sql, ":=")
-            || (w[0].is_word(sql, "into") && w[1].kind == TokenKind::UserVariable)
-    }) || lexed.tokens.iter().any(|t| t.is_punct(sql, ":="))
-}
-
-/// What one pass of the visitor collects.
-struct Walk<'a, 'p> {
-    pos: &'a Positions<'p>,
-    /// Every table reference (FROM, JOIN, INSERT INTO, UPDATE), with its alias.
-    relations: Vec<(ObjectName, Option<String>)>,
-    cte_names: HashSet<String>,
-    selects: usize,
-    derived: bool,
-    aggregate: bool,
-    pins: bool,
-    qualifiers: Vec<Vec<Ident>>,
-    session_fns: Vec<SessionFnUse>,
-    unnamed_items: HashSet<u32>,
-    cacheable: bool,
-}
-
-impl<'a, 'p> Walk<'a, 'p> {
-    fn new(pos: &'a Positions<'p>) -> Self {
-        Self {
-            pos,
-            relations: Vec::new(),
-            cte_names: HashSet::new(),
-            selects: 0,
-            derived: false,
-            aggregate: false,
-            pins: false,
-            qualifiers: Vec::new(),
-            session_fns: Vec::new(),
-            unnamed_items: HashSet::new(),
-            cacheable: true,
-        }
-    }
-}
-
-impl Visitor for Walk<'_, '_> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
-        if let Some(with) = &query.with {
-            for cte in &with.cte_tables {
-                self.cte_names
-                    .insert(cte.alias.name.value.to_ascii_lowercase());
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<()> {
-        self.selects += 1;
-        for item in &select.projection {
-            match item {
-                SelectItem::UnnamedExpr(e @ Expr::Function(f)) if session_fn(e).is_some() => {
-                    if let Some(t) = f.name.0.first().and_then(|p| p.as_ident()) {
-                        if let Some(i) = self.pos.token_at(t.span.start) {
-                            self.unnamed_items.insert(i);
-                        }
-                    }
-                }
-                SelectItem::QualifiedWildcard(
-                    SelectItemQualifiedWildcardKind::ObjectName(n),
-                    _,
-                ) => {
-                    self.qualifiers
-                        .push(n.0.iter().filter_map(|p| p.as_ident().cloned()).collect());
-                }
-                _ => {}
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
-        match factor {
-            TableFactor::Table { name, alias, .. } => {
-                self.relations.push((
-                    name.clone(),
-                    alias.as_ref().map(|a| a.name.value.to_ascii_lowercase()),
-                ));
-            }
-            TableFactor::Derived { .. } | TableFactor::NestedJoin { .. } => self.derived = true,
-            _ => {}
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<()> {
-        // Table factors were recorded with their aliases; record the others (INSERT INTO).
-        let start = relation
-            .0
-            .first()
-            .and_then(|p| p.as_ident())
-            .map(|i| i.span.start);
-        let known = self
-            .relations
-            .iter()
-            .any(|(n, _)| n.0.first().and_then(|p| p.as_ident()).map(|i| i.span.start) == start);
-        if !known {
-            self.relations.push((relation.clone(), None));
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-        match expr {
-            Expr::CompoundIdentifier(parts) => self.qualifiers.push(parts.clone()),
-            Expr::Function(f) => {
-                let name = f
-                    .name
-                    .0
-                    .last()
-                    .and_then(|p| p.as_ident())
-                    .map(|i| i.value.to_ascii_lowercase())
-                    .unwrap_or_default();
-                if AGGREGATES.contains(&name.as_str()) || f.over.is_some() {
-                    self.aggregate = true;
-                }
-                if PINNING_FUNCTIONS.contains(&name.as_str()) {
-                    self.pins = true;
-                }
-                if let Some(function) = session_fn(expr) {
-                    self.record_session_fn(function, f);
-                }
-            }
-            _ => {}
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-impl Walk<'_, '_> {
-    fn record_session_fn(&mut self, function: SessionFn, f: &sqlparser::ast::Function) {
-        let Some(name) = f.name.0.first().and_then(|p| p.as_ident()) else {
-            return;
-        };
-        let Some(i) = self.pos.token_at(name.span.start) else {
-            self.cacheable = false;
-            return;
-        };
-        let sql_tokens = self.pos.tokens;
-        let is = |k: usize, c: u8| {
-            sql_tokens
-                .get(k)
-                .is_some_and(|t| t.kind == TokenKind::Punct && t.range.len() == 1)
-                && c != 0
-        };
-        // name ( ) : three tokens.
-        let (open, close) = (i as usize + 1, i as usize + 2);
-        if !(is(open, b'(') && is(close, b')')) {
-            self.cacheable = false;
-            return;
-        }
-        self.session_fns.push(SessionFnUse {
-            function,
-            span: TokSpan {
-                first: i,
-                last: i + 2,
-            },
-            keep_name: self.unnamed_items.contains(&i),
-        });
-    }
-}
+use super::walk::Walk;
+use super::{AnalyzeContext, mentions_sharded_table};
+use crate::config::TableId;
+use crate::sql::predicates::{Positions, and_terms, column_ref};
+use crate::sql::*;
 
 /// A sharded table reference of the statement.
 #[derive(Debug, Clone)]
@@ -315,7 +21,7 @@ struct TableRef {
     aliased: bool,
 }
 
-struct Planner<'a, 'p> {
+pub(super) struct Planner<'a, 'p> {
     cx: AnalyzeContext<'a>,
     pos: &'a Positions<'p>,
     walk: &'a Walk<'a, 'p>,
@@ -326,6 +32,28 @@ struct Planner<'a, 'p> {
 
 fn ident_parts(name: &ObjectName) -> Option<Vec<&Ident>> {
     name.0.iter().map(|p| p.as_ident()).collect()
+}
+
+impl<'a, 'p> Planner<'a, 'p> {
+    pub(super) fn new(
+        cx: AnalyzeContext<'a>,
+        pos: &'a Positions<'p>,
+        walk: &'a Walk<'a, 'p>,
+    ) -> Self {
+        Self {
+            cx,
+            pos,
+            walk,
+            refs: Vec::new(),
+            edits: Vec::new(),
+            cacheable: walk.cacheable,
+        }
+    }
+
+    /// Every position mapped to a token.
+    pub(super) fn cacheable(&self) -> bool {
+        self.cacheable
+    }
 }
 
 impl Planner<'_, '_> {
@@ -355,7 +83,7 @@ impl Planner<'_, '_> {
         }
     }
 
-    fn target(&mut self, statement: &Statement) -> Target {
+    pub(super) fn target(&mut self, statement: &Statement) -> Target {
         let mut sharded = 0;
         let mut other = 0;
         for (name, _) in &self.walk.relations {
@@ -862,65 +590,3 @@ impl Planner<'_, '_> {
         Ok(())
     }
 }
-
-/// Whether any token names a sharded table: a binding table name, unqualified while the
-/// session is in the logical database, or qualified by the logical database. Used for
-/// statements the parser cannot read and statements whose table names it does not report.
-pub fn mentions_sharded_table(pos: &Positions<'_>, cx: AnalyzeContext<'_>) -> bool {
-    token_mentions_sharded_table(pos.decoded_sql(), pos.tokens, cx)
-}
-
-/// [`mentions_sharded_table`] on raw tokens.
-pub fn token_mentions_sharded_table(
-    sql: &[u8],
-    tokens: &[super::lexer::Token],
-    cx: AnalyzeContext<'_>,
-) -> bool {
-    !sharded_table_tokens(sql, tokens, cx).is_empty()
-}
-
-/// The tokens that name sharded tables, found without parsing: each span covers the table
-/// name and its `db.` qualifier when it has one.
-pub fn sharded_table_tokens(
-    sql: &[u8],
-    tokens: &[super::lexer::Token],
-    cx: AnalyzeContext<'_>,
-) -> Vec<(TokSpan, TableId)> {
-    let mode = super::lexer::LexMode::default();
-    let name = |t: &super::lexer::Token| super::command::ident_text(sql, t, mode);
-    let mut out = Vec::new();
-    for (i, t) in tokens.iter().enumerate() {
-        if !matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent) {
-            continue;
-        }
-        let Some(table) = cx.config.binding_table(&name(t)) else {
-            continue;
-        };
-        let dotted = i >= 1 && tokens[i - 1].is_punct(sql, ".");
-        let span = if dotted {
-            let qualified_by_logical = i >= 2
-                && cx
-                    .config
-                    .sharding
-                    .logical_database
-                    .eq_ignore_ascii_case(&name(&tokens[i - 2]));
-            if !qualified_by_logical {
-                continue;
-            }
-            TokSpan {
-                first: (i - 2) as u32,
-                last: i as u32,
-            }
-        } else if cx.db_is_logical {
-            TokSpan::one(i as u32)
-        } else {
-            continue;
-        };
-        out.push((span, table));
-    }
-    out
-}
-
-#[cfg(test)]
-#[path = "analyze_tests.rs"]
-mod tests;
