@@ -105,6 +105,7 @@ fn analyse_and_route(c: &mut Criterion) {
             config: &config,
             db_is_logical: true,
             decoding: Decoding::Utf8,
+            pipes_as_concat: false,
         };
         c.bench_function(&format!("analyse_cold/{name}"), |b| {
             b.iter(|| {

@@ -121,6 +121,7 @@ impl Session {
             config: &self.proxy.config,
             db_is_logical,
             decoding: self.decoding,
+            pipes_as_concat: self.lex_mode.pipes_as_concat,
         };
         match analyze(sql, lexed, cx) {
             Ok(analyzed) => {
@@ -160,6 +161,7 @@ impl Session {
             config: &config,
             db_is_logical: self.in_logical_database(),
             decoding: self.decoding,
+            pipes_as_concat: self.lex_mode.pipes_as_concat,
         };
         let shard = &config.sharding.shards[self.proxy.router.first_shard() as usize];
         let mut rewritten = Vec::with_capacity(sql.len() + 32);

@@ -209,10 +209,11 @@ impl Session {
                 "autocommit" => self.autocommit = text == "1",
                 "sql_mode" => {
                     let upper = text.to_ascii_uppercase();
+                    let ansi = upper.split(',').any(|m| m == "ANSI");
                     self.lex_mode = LexMode {
                         no_backslash_escapes: upper.contains("NO_BACKSLASH_ESCAPES"),
-                        ansi_quotes: upper.contains("ANSI_QUOTES")
-                            || upper.split(',').any(|m| m == "ANSI"),
+                        ansi_quotes: upper.contains("ANSI_QUOTES") || ansi,
+                        pipes_as_concat: upper.contains("PIPES_AS_CONCAT") || ansi,
                     };
                 }
                 "character_set_client" => {

@@ -65,6 +65,7 @@ async fn route(r: &Router<MemoryIndex>, sql: &str) -> Result<RoutePlan, ProxyErr
         config: r.config(),
         db_is_logical: true,
         decoding: Decoding::Utf8,
+        pipes_as_concat: false,
     };
     let analysis = analyze(sql.as_bytes(), &lexed, cx).unwrap().analysis;
     let values = StatementValues {

@@ -16,6 +16,9 @@ pub struct LexMode {
     pub no_backslash_escapes: bool,
     /// `ANSI_QUOTES`: `"` quotes identifiers, not strings.
     pub ansi_quotes: bool,
+    /// `PIPES_AS_CONCAT`: `||` concatenates; otherwise it is OR. The lexer reads both the
+    /// same; the analysis depends on it.
+    pub pipes_as_concat: bool,
 }
 
 /// What a token is.
@@ -601,7 +604,7 @@ mod tests {
             sql,
             LexMode {
                 no_backslash_escapes: true,
-                ansi_quotes: false,
+                ..LexMode::default()
             },
         );
         assert!(!nbe.unterminated);

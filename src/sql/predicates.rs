@@ -168,7 +168,7 @@ pub const PINNING_FUNCTIONS: [&str; 5] = [
 ];
 
 /// Aggregate functions: a result over several shards would need merging.
-pub const AGGREGATES: [&str; 14] = [
+pub const AGGREGATES: [&str; 20] = [
     "count",
     "sum",
     "min",
@@ -183,4 +183,10 @@ pub const AGGREGATES: [&str; 14] = [
     "var_pop",
     "var_samp",
     "bit_and",
+    "bit_or",
+    "bit_xor",
+    "json_arrayagg",
+    "json_objectagg",
+    "any_value",
+    "median",
 ];

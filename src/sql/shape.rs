@@ -14,7 +14,8 @@ pub fn shape_key(sql: &[u8], lexed: &Lexed, mode: LexMode, db_is_logical: bool) 
     key.push(
         u8::from(mode.no_backslash_escapes)
             | (u8::from(mode.ansi_quotes) << 1)
-            | (u8::from(db_is_logical) << 2),
+            | (u8::from(db_is_logical) << 2)
+            | (u8::from(mode.pipes_as_concat) << 3),
     );
     for (token, &spaced) in lexed.tokens.iter().zip(&lexed.spaced) {
         if spaced {

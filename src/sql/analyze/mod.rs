@@ -28,6 +28,8 @@ pub struct AnalyzeContext<'a> {
     pub db_is_logical: bool,
     /// How statement bytes decode.
     pub decoding: Decoding,
+    /// `||` concatenates (sql_mode PIPES_AS_CONCAT) instead of meaning OR.
+    pub pipes_as_concat: bool,
 }
 
 /// The outcome of analysing one statement.
@@ -42,7 +44,13 @@ pub struct Analyzed {
 /// Analyses one statement. `Err` carries the parser's message: the caller decides, from
 /// tokens alone, whether the statement may pass through unparsed.
 pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Analyzed, String> {
-    let decoded = Decoded::new(sql, cx.decoding);
+    let operators = lexed.tokens.iter().filter(|t| is_operator(sql, t)).count();
+    if operators > MAX_OPERATORS {
+        // sqlparser builds a left-deep tree for operator chains, and walking or dropping a
+        // deep tree overflows the stack: such statements are not parsed at all.
+        return Err(format!("more than {MAX_OPERATORS} operators"));
+    }
+    let decoded = Decoded::new(&executable_comments_opened(sql, lexed), cx.decoding);
     let statements = Parser::new(&MySqlDialect {})
         .try_with_sql(&decoded.text)
         .and_then(|mut p| p.parse_statements())
@@ -74,7 +82,14 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
     let session_fns = std::mem::take(&mut walk.session_fns);
 
     let mut planner = Planner::new(cx, &pos, &walk);
-    let target = planner.target(statement);
+    let mut target = planner.target(statement);
+    if matches!(target, Target::Sharded(_)) {
+        if let Some(what) = misread_operator(sql, lexed, cx) {
+            target = Target::Refused(Refusal::NotYet(format!(
+                "{what} in statements on sharded tables (the SQL parser reads it differently from MySQL; rewrite it with AND/OR)"
+            )));
+        }
+    }
     let cacheable = planner.cacheable() && !lexed.unterminated;
     Ok(Analyzed {
         analysis: Analysis {
@@ -85,6 +100,70 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
         },
         cacheable,
     })
+}
+
+/// Statements with more operators than this are not parsed (see [`analyze`]).
+pub const MAX_OPERATORS: usize = 5000;
+
+fn is_operator(sql: &[u8], t: &super::lexer::Token) -> bool {
+    match t.kind {
+        TokenKind::Punct => matches!(
+            t.bytes(sql),
+            b"+" | b"-"
+                | b"*"
+                | b"/"
+                | b"%"
+                | b"="
+                | b"<"
+                | b">"
+                | b"|"
+                | b"&"
+                | b"^"
+                | b"~"
+                | b"!"
+        ),
+        TokenKind::Word => ["and", "or", "xor", "not", "div", "mod"]
+            .iter()
+            .any(|k| t.is_word(sql, k)),
+        _ => false,
+    }
+}
+
+/// The statement with the delimiters of executable comments (`/*!50001 ... */`,
+/// `/*M!100100 ... */`) blanked: MariaDB runs what they hold, so the parser must read it
+/// too. Same length, so positions stay where they were.
+fn executable_comments_opened<'a>(sql: &'a [u8], lexed: &Lexed) -> std::borrow::Cow<'a, [u8]> {
+    let delimiters: Vec<_> = lexed
+        .tokens
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.kind,
+                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+            )
+        })
+        .collect();
+    if delimiters.is_empty() {
+        return std::borrow::Cow::Borrowed(sql);
+    }
+    let mut out = sql.to_vec();
+    for t in delimiters {
+        out[t.range.clone()].fill(b' ');
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Operators the SQL parser reads differently from MySQL: `XOR` (wrong precedence) and
+/// `||` (concatenation in the parser, OR in MySQL unless PIPES_AS_CONCAT).
+fn misread_operator(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Option<&'static str> {
+    let tokens = &lexed.tokens;
+    if tokens.iter().any(|t| t.is_word(sql, "xor")) {
+        return Some("XOR");
+    }
+    let pipes = tokens.windows(2).any(|w| {
+        w[0].is_punct(sql, "|") && w[1].is_punct(sql, "|") && w[0].range.end == w[1].range.start
+    });
+    (pipes && !cx.pipes_as_concat).then_some("||")
 }
 
 fn verb_of(statement: &Statement) -> Verb {

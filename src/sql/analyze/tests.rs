@@ -21,6 +21,7 @@ fn analysis_in(sql: &str, db_is_logical: bool) -> Analysis {
         config: &config,
         db_is_logical,
         decoding: Decoding::Utf8,
+        pipes_as_concat: false,
     };
     let analyzed = analyze(sql.as_bytes(), &lexed, cx).unwrap();
     assert!(analyzed.cacheable, "{sql}");
@@ -285,6 +286,7 @@ fn binary_bytes_in_literals_survive_the_rewrite() {
         config: &config,
         db_is_logical: true,
         decoding: Decoding::Utf8,
+        pipes_as_concat: false,
     };
     let a = analyze(&sql, &lexed, cx).unwrap().analysis;
     let Target::Sharded(p) = &a.target else {
@@ -304,4 +306,77 @@ fn binary_bytes_in_literals_survive_the_rewrite() {
     );
     assert!(out.starts_with(b"INSERT INTO `order_shards`.`t_order_1` (order_id"));
     assert!(out.ends_with(&[b'\'', 0xff, 0x00, 0xc3, 0x28, b'\'', b')']));
+}
+
+#[test]
+fn executable_comments_are_read_as_sql() {
+    // MariaDB runs what `/*M! */` and `/*! */` hold: the OR takes the key predicate off
+    // the top level.
+    for sql in [
+        "SELECT COUNT(*) FROM t_order WHERE order_id = 5 /*M!100100 OR 1=1 */",
+        "SELECT COUNT(*) FROM t_order WHERE order_id = 5 /*!50000 OR 1=1 */",
+    ] {
+        assert!(plan(sql).key_values.is_empty(), "{sql}");
+    }
+    // An assignment hidden in one is seen too.
+    let p = plan("UPDATE t_order SET status = status /*M! , order_id = 77 */ WHERE order_id = 5");
+    assert!(p.sets_key.is_some());
+}
+
+#[test]
+fn operators_the_parser_misreads_are_refused_on_sharded_tables() {
+    assert!(refused("SELECT * FROM t_order WHERE order_id = 5 AND 1 XOR 1").contains("XOR"));
+    assert!(
+        refused("SELECT * FROM t_order WHERE order_id = 5 AND status = 'x' || 1").contains("||")
+    );
+    // Elsewhere they pass through untouched.
+    assert_eq!(
+        analysis("SELECT 1 XOR 1, 'a' || 'b'").target,
+        Target::Unsharded
+    );
+    assert!(
+        plan("SELECT JSON_ARRAYAGG(order_id) FROM t_order WHERE order_id IN (1, 2)").needs_merge
+    );
+    assert!(plan("SELECT BIT_XOR(user_id) FROM t_order WHERE order_id IN (1, 2)").needs_merge);
+}
+
+#[test]
+fn long_operator_chains_are_not_parsed() {
+    let config = config();
+    let sql = format!(
+        "SELECT 1 FROM t_order WHERE order_id = 5{}",
+        " AND 1".repeat(MAX_OPERATORS + 1)
+    );
+    let lexed = lex(sql.as_bytes(), LexMode::default());
+    let cx = AnalyzeContext {
+        config: &config,
+        db_is_logical: true,
+        decoding: Decoding::Utf8,
+        pipes_as_concat: false,
+    };
+    assert!(
+        analyze(sql.as_bytes(), &lexed, cx)
+            .unwrap_err()
+            .contains("operators")
+    );
+    // Below the limit the chain parses (and walks, and drops) on a small stack.
+    let sql = format!(
+        "SELECT 1 FROM t_order WHERE order_id = 5{}",
+        " AND 1".repeat(MAX_OPERATORS - 10)
+    );
+    let lexed = lex(sql.as_bytes(), LexMode::default());
+    let handle = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(move || {
+            let config = config;
+            let cx = AnalyzeContext {
+                config: &config,
+                db_is_logical: true,
+                decoding: Decoding::Utf8,
+                pipes_as_concat: false,
+            };
+            analyze(sql.as_bytes(), &lexed, cx).is_ok()
+        })
+        .unwrap();
+    assert!(handle.join().unwrap());
 }
