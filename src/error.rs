@@ -27,6 +27,12 @@ pub const ER_NO_SUCH_THREAD: u16 = 1094;
 pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
 /// ER_NO_DB_ERROR.
 pub const ER_NO_DB_ERROR: u16 = 1046;
+/// ER_SPECIFIC_ACCESS_DENIED_ERROR: administration statements are not forwarded.
+pub const ER_SPECIFIC_ACCESS_DENIED_ERROR: u16 = 1227;
+/// ER_DBACCESS_DENIED_ERROR: the physical and meta databases are not reachable by clients.
+pub const ER_DBACCESS_DENIED_ERROR: u16 = 1044;
+/// ER_STATEMENT_TIMEOUT (MariaDB): a statement ran past the datasource's query timeout.
+pub const ER_STATEMENT_TIMEOUT: u16 = 1969;
 /// ER_UNKNOWN_ERROR: a fault inside the proxy.
 pub const ER_UNKNOWN_ERROR: u16 = 1105;
 

@@ -24,6 +24,9 @@ pub struct Proxy {
     pub pools: Pools,
     /// Analyses by statement shape.
     pub analyses: AnalysisCache,
+    /// Databases clients may not reach: the physical shard databases, the index table's
+    /// database and `mysql` (unless one of them is the logical or the default database).
+    pub protected_databases: Vec<String>,
     next_connection_id: AtomicU32,
 }
 
@@ -31,7 +34,29 @@ impl Proxy {
     /// Builds the shared state (no connection opens yet).
     pub fn new(config: Config) -> Arc<Self> {
         let config = Arc::new(config);
+        let open = [
+            Some(config.sharding.logical_database.to_ascii_lowercase()),
+            config
+                .datasource(config.sharding.default_datasource)
+                .database
+                .as_ref()
+                .map(|d| d.to_ascii_lowercase()),
+        ];
+        let mut protected: Vec<String> = config
+            .sharding
+            .shards
+            .iter()
+            .map(|s| s.database.to_ascii_lowercase())
+            .chain([
+                config.index.database.to_ascii_lowercase(),
+                "mysql".to_owned(),
+            ])
+            .filter(|d| !open.contains(&Some(d.clone())))
+            .collect();
+        protected.sort();
+        protected.dedup();
         Arc::new(Self {
+            protected_databases: protected,
             router: Router::new(config.clone(), MysqlIndexTable::new(&config)),
             pools: Pools::new(&config),
             analyses: AnalysisCache::new(config.server.analysis_cache_capacity),

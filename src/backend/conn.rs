@@ -2,7 +2,7 @@
 //! mysql_native_password, commands, and the session state the proxy applied to it.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
@@ -52,6 +52,8 @@ pub struct BackendConn {
     /// A command was sent and its response is not fully read: if the session stops here
     /// (client gone, task cancelled), the connection must not go back to the pool.
     awaiting: bool,
+    /// When its last response ended.
+    idle_since: Instant,
     /// What the proxy set on this connection.
     pub state: AppliedState,
 }
@@ -188,6 +190,7 @@ impl BackendConn {
             ("character_set_results", "'utf8mb4'"),
             ("collation_connection", "'utf8mb4_general_ci'"),
             ("autocommit", "1"),
+            ("last_insert_id", "0"),
         ] {
             state
                 .vars
@@ -200,6 +203,7 @@ impl BackendConn {
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
             broken: false,
             awaiting: false,
+            idle_since: Instant::now(),
             state,
         })
     }
@@ -229,8 +233,39 @@ impl BackendConn {
     pub fn observe_status(&mut self, status: u16) {
         self.status = status;
         if status & StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() == 0 {
-            self.awaiting = false;
+            self.response_done();
         }
+    }
+
+    fn response_done(&mut self) {
+        self.awaiting = false;
+        self.idle_since = Instant::now();
+    }
+
+    /// Records an ERR packet that ended a response; errors after which the server closes
+    /// the connection (shutdown, killed, packet too large, network errors) mark it broken.
+    pub fn observe_error(&mut self, e: &ServerErr) {
+        self.response_done();
+        if matches!(e.code, 1053 | 1077..=1081 | 1152..=1161 | 1927 | 4031) {
+            self.broken = true;
+        }
+    }
+
+    /// For a connection idle longer than `after`: whether its socket is still open and
+    /// silent (a server that closed it, or sent an unsolicited error, is caught here rather
+    /// than by the client's next statement). One non-blocking read; no round trip.
+    pub fn still_alive(&mut self, after: Duration) -> bool {
+        if self.idle_since.elapsed() < after {
+            return true;
+        }
+        if self.stream.buffered() > 0 {
+            return false;
+        }
+        let mut probe = [0u8; 1];
+        matches!(
+            self.stream.get_ref().try_read(&mut probe),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        )
     }
 
     /// The connection cannot be trusted any more (I/O error, unread rows): the pool drops it.
@@ -290,8 +325,9 @@ impl BackendConn {
                 Ok(Response::Ok(ok))
             }
             Some(0xff) => {
-                self.awaiting = false;
-                Ok(Response::Err(parse_err(&packet)))
+                let e = parse_err(&packet);
+                self.observe_error(&e);
+                Ok(Response::Err(e))
             }
             Some(0xfb) => {
                 // LOCAL INFILE request: never negotiated; refuse it and resynchronise.
@@ -383,8 +419,9 @@ impl BackendConn {
                         return Ok((columns, rows));
                     }
                     if p.first() == Some(&0xff) {
-                        self.awaiting = false;
-                        return Err(backend_error(parse_err(&p)));
+                        let e = parse_err(&p);
+                        self.observe_error(&e);
+                        return Err(backend_error(e));
                     }
                     rows.push(p);
                 }
@@ -421,8 +458,9 @@ impl BackendConn {
                 return Ok((columns, rows, status));
             }
             if p.first() == Some(&0xff) {
-                self.awaiting = false;
-                return Err(backend_error(parse_err(&p)));
+                let e = parse_err(&p);
+                self.observe_error(&e);
+                return Err(backend_error(e));
             }
             if !discard {
                 rows.push(parse_text_row(&p, columns.len()).unwrap_or_default());
@@ -436,8 +474,9 @@ impl BackendConn {
         self.send_command(Command::COM_STMT_PREPARE, sql).await?;
         let first = self.read_packet().await?;
         if first.first() == Some(&0xff) {
-            self.awaiting = false;
-            return Err(backend_error(parse_err(&first)));
+            let e = parse_err(&first);
+            self.observe_error(&e);
+            return Err(backend_error(e));
         }
         let field = |i: usize| {
             u16::from_le_bytes([
@@ -457,7 +496,7 @@ impl BackendConn {
                 }
             }
         }
-        self.awaiting = false;
+        self.response_done();
         // COM_STMT_CLOSE has no reply.
         self.stream.reset_seq();
         let mut close = vec![Command::COM_STMT_CLOSE as u8];

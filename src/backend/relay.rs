@@ -182,9 +182,9 @@ async fn relay_rows(
             return Ok((warnings, status));
         }
         if packet.first() == Some(&0xff) {
-            // An error ends the response: the connection stays usable.
-            conn.observe_status(conn.status() & !MORE_RESULTS);
-            return Err(backend_error(parse_err(&packet)));
+            let e = parse_err(&packet);
+            conn.observe_error(&e);
+            return Err(backend_error(e));
         }
         client.packet(&packet)?;
         out.rows += 1;

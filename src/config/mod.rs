@@ -76,6 +76,8 @@ pub struct ServerConfig {
     pub max_packet_size: usize,
     /// Statement shapes whose analysis is kept for reuse (default 10,000).
     pub analysis_cache_capacity: u64,
+    /// A client that has not finished its handshake by then is dropped (default 10 s).
+    pub handshake_timeout: Duration,
 }
 
 /// A client account (mysql_native_password).
@@ -108,6 +110,9 @@ pub struct Datasource {
     pub checkout_timeout: Duration,
     /// Idle connections are closed after this long (default 10 min).
     pub idle_timeout: Duration,
+    /// Bound on one client statement on this datasource (default 10 min; 0 = none). A
+    /// statement over it gets an error and its backend connection is closed.
+    pub query_timeout: Duration,
 }
 
 /// A channel: a group of `shards_per_channel` consecutive shards.

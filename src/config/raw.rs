@@ -35,6 +35,12 @@ pub struct RawServer {
     pub max_packet_size: usize,
     #[serde(default = "default_analysis_cache")]
     pub analysis_cache_capacity: u64,
+    #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+}
+
+fn default_handshake_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
 fn default_server_version() -> String {
@@ -72,6 +78,12 @@ pub struct RawDatasource {
     pub checkout_timeout: Duration,
     #[serde(default = "default_idle_timeout", with = "humantime_serde")]
     pub idle_timeout: Duration,
+    #[serde(default = "default_query_timeout", with = "humantime_serde")]
+    pub query_timeout: Duration,
+}
+
+fn default_query_timeout() -> Duration {
+    Duration::from_secs(600)
 }
 
 fn default_pool_size() -> u32 {

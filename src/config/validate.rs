@@ -120,6 +120,7 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
         server_version: raw.server.server_version.clone(),
         max_packet_size: raw.server.max_packet_size,
         analysis_cache_capacity: raw.server.analysis_cache_capacity,
+        handshake_timeout: raw.server.handshake_timeout,
     })
 }
 
@@ -163,6 +164,7 @@ fn datasources(
             connect_timeout: ds.connect_timeout,
             checkout_timeout: ds.checkout_timeout,
             idle_timeout: ds.idle_timeout,
+            query_timeout: ds.query_timeout,
         });
     }
     Ok((list, index))

@@ -283,17 +283,31 @@ impl Session {
         let status = self.status();
         let mut result = Ok(());
         for (i, piece) in pieces.iter().enumerate() {
-            result = self
-                .run_piece(
-                    client,
-                    piece,
-                    &mut out,
-                    status,
-                    wrap && i == 0,
-                    savepoint,
-                    extras,
-                )
-                .await;
+            let ds = self.proxy.config.datasource(piece.datasource);
+            let (limit, name) = (ds.query_timeout, ds.name.clone());
+            let step = self.run_piece(
+                client,
+                piece,
+                &mut out,
+                status,
+                wrap && i == 0,
+                savepoint,
+                extras,
+            );
+            result = if limit.is_zero() {
+                step.await
+            } else {
+                match tokio::time::timeout(limit, step).await {
+                    Ok(r) => r,
+                    Err(_) => Err(ProxyError::client(
+                        crate::error::ER_STATEMENT_TIMEOUT,
+                        b"70100",
+                        format!(
+                            "Query execution was interrupted (routekey-proxy query_timeout of {limit:?} exceeded on datasource {name}; its connection was closed)"
+                        ),
+                    )),
+                }
+            };
             if result.is_err() {
                 break;
             }
@@ -321,9 +335,9 @@ impl Session {
             self.record_write(pieces[0].datasource);
         }
         if let Some(id) = out.insert_id_set {
-            self.last_insert_id = id;
+            self.set_last_insert_id(id);
         } else if out.last_insert_id != 0 {
-            self.last_insert_id = out.last_insert_id;
+            self.set_last_insert_id(out.last_insert_id);
         }
         if out.result_set {
             self.row_count = -1;
@@ -367,7 +381,15 @@ impl Session {
         }
         conn.send_command(Command::COM_QUERY, &piece.sql).await?;
         let warnings_before = out.warnings;
+        let insert_id_before = out.last_insert_id;
         relay(conn, client, piece.names.as_ref(), out, status).await?;
+        if out.last_insert_id != insert_id_before {
+            // This connection's LAST_INSERT_ID changed: remember it as applied state.
+            conn.state.vars.insert(
+                "last_insert_id".to_owned(),
+                out.last_insert_id.to_string().into_bytes(),
+            );
+        }
         if out.warnings > warnings_before {
             let (_, rows) = conn.query_rows(b"SHOW WARNINGS").await?;
             let diagnostics: Vec<Diagnostic> = rows
@@ -389,7 +411,11 @@ impl Session {
         }
         if extras.sets_insert_id {
             let conn = self.connection(piece.datasource).await?;
-            out.insert_id_set = Some(scalar(conn, b"SELECT LAST_INSERT_ID()").await?);
+            let id = scalar(conn, b"SELECT LAST_INSERT_ID()").await?;
+            conn.state
+                .vars
+                .insert("last_insert_id".to_owned(), id.to_string().into_bytes());
+            out.insert_id_set = Some(id);
         }
         Ok(())
     }

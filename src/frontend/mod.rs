@@ -32,11 +32,21 @@ enum Next {
 pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     let _ = tcp.set_nodelay(true);
     let id = proxy.next_connection_id();
-    let login = match handshake::accept(tcp, &proxy.config, id, &peer.to_string()).await {
-        Ok(Some(login)) => login,
-        Ok(None) => return,
-        Err(e) => {
+    let limit = proxy.config.server.handshake_timeout;
+    let login = match tokio::time::timeout(
+        limit,
+        handshake::accept(tcp, &proxy.config, id, &peer.to_string()),
+    )
+    .await
+    {
+        Ok(Ok(Some(login))) => login,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => {
             tracing::debug!(connection = id, error = %e, "handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(connection = id, %peer, "handshake not finished in time");
             return;
         }
     };
@@ -99,7 +109,9 @@ async fn command(
     collation: u8,
 ) -> Result<Next, ProxyError> {
     let Some((&code, body)) = packet.split_first() else {
-        return Ok(Next::Quit);
+        let e = ProxyError::client(ER_UNKNOWN_COM_ERROR, b"08S01", "Empty command packet");
+        reply_error(session, client, &e)?;
+        return Ok(Next::Continue);
     };
     let ok = |session: &Session, client: &mut Client| {
         client.ok(&OkInfo {

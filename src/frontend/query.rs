@@ -4,7 +4,9 @@
 
 use super::client::Client;
 use super::session::Session;
-use crate::error::{ER_NO_SUCH_THREAD, ER_PARSE_ERROR, ProxyError};
+use crate::error::{
+    ER_NO_SUCH_THREAD, ER_PARSE_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR, ProxyError,
+};
 use crate::protocol::packets::OkInfo;
 use crate::sql::command::{Command, classify};
 use crate::sql::lexer::{lex, split_statements};
@@ -38,10 +40,11 @@ impl Session {
                 }
                 self.record_error(&e);
                 client.error(&e)?;
-                if self.lost_transaction() {
-                    return Err(ProxyError::ClientGone(
-                        "a backend connection holding the transaction failed".into(),
-                    ));
+                if let Some(why) = &self.lost {
+                    // As if the server had gone away: the client must not go on (and commit)
+                    // as if its transaction or session state were intact.
+                    tracing::warn!(connection = self.id, reason = %why, "closing the client connection");
+                    return Err(ProxyError::ClientGone(why.clone()));
                 }
                 break;
             }
@@ -57,6 +60,14 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         let lexed = lex(sql, self.lex_mode);
+        if lexed.tokens.iter().any(|t| t.is_punct(sql, "\0")) {
+            return Err(ProxyError::client(
+                ER_PARSE_ERROR,
+                b"42000",
+                "You have an error in your SQL syntax: a NUL byte outside a string",
+            ));
+        }
+        self.check_database_access(sql, &lexed)?;
         match classify(sql, &lexed.tokens, self.lex_mode) {
             Command::Statement => self.data_statement(client, sql, &lexed, more).await,
             Command::Begin => self.begin(client, sql, more).await,
@@ -105,16 +116,14 @@ impl Session {
                 "COMMIT/ROLLBACK with AND CHAIN or RELEASE",
             )),
             Command::Kill { query_only, id } => self.kill(client, query_only, id, more),
+            Command::Administrative(what) => Err(ProxyError::client(
+                ER_SPECIFIC_ACCESS_DENIED_ERROR,
+                b"42000",
+                format!(
+                    "Access denied; routekey-proxy does not forward account, privilege, database or server administration statements ({what}): run them on the servers directly"
+                ),
+            )),
         }
-    }
-
-    /// A backend connection that held part of the open transaction broke: the client must
-    /// not go on as if the transaction were intact.
-    fn lost_transaction(&self) -> bool {
-        self.held
-            .values()
-            .any(|c| c.is_broken() && c.in_transaction())
-            || (self.txn.begin.is_some() && self.held.values().any(|c| c.is_broken()))
     }
 
     fn ok(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {

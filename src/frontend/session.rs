@@ -85,7 +85,13 @@ pub struct Session {
     pub found_rows: u64,
     /// What `SHOW WARNINGS` lists: the previous statement's diagnostics.
     pub warnings: Vec<Diagnostic>,
+    /// A backend connection holding part of a transaction or pinned state failed: the
+    /// client connection must close after the error (why, for the log).
+    pub lost: Option<String>,
 }
+
+/// Pooled connections idle longer than this are probed before use.
+const IDLE_PROBE_AFTER: Duration = Duration::from_millis(500);
 
 /// Variables every session sets explicitly on its connections.
 const CHARSET_VARS: [&str; 4] = [
@@ -122,6 +128,7 @@ impl Session {
         }
         vars.insert("collation_connection".to_owned(), literal(&collation));
         vars.insert("autocommit".to_owned(), b"1".to_vec());
+        vars.insert("last_insert_id".to_owned(), b"0".to_vec());
         Self {
             decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
             proxy,
@@ -141,7 +148,61 @@ impl Session {
             row_count: -1,
             found_rows: 0,
             warnings: Vec::new(),
+            lost: None,
         }
+    }
+
+    /// Sets `LAST_INSERT_ID()`; connections the session uses get it too, so
+    /// `@@last_insert_id` and `@@identity` agree with it.
+    pub fn set_last_insert_id(&mut self, id: u64) {
+        self.last_insert_id = id;
+        self.vars
+            .insert("last_insert_id".to_owned(), id.to_string().into_bytes());
+    }
+
+    /// Refuses databases clients may not reach (the physical shard databases, the index
+    /// table's, `mysql`), named as `db.` qualifiers in a statement.
+    pub fn check_database_access(
+        &self,
+        sql: &[u8],
+        lexed: &crate::sql::lexer::Lexed,
+    ) -> Result<(), ProxyError> {
+        let protected = &self.proxy.protected_databases;
+        if protected.is_empty() {
+            return Ok(());
+        }
+        for w in lexed.tokens.windows(2) {
+            if w[1].is_punct(sql, ".")
+                && matches!(
+                    w[0].kind,
+                    crate::sql::lexer::TokenKind::Word | crate::sql::lexer::TokenKind::QuotedIdent
+                )
+            {
+                let name = crate::sql::command::ident_text(sql, &w[0], self.lex_mode);
+                self.check_database(&name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a database clients may not reach.
+    pub fn check_database(&self, name: &str) -> Result<(), ProxyError> {
+        if self
+            .proxy
+            .protected_databases
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(name))
+        {
+            return Err(ProxyError::client(
+                crate::error::ER_DBACCESS_DENIED_ERROR,
+                b"42000",
+                format!(
+                    "Access denied for user '{}'@'%' to database '{name}' (routekey-proxy keeps its shard and index databases to itself)",
+                    self.user
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The session's current database is the logical database.
@@ -219,8 +280,34 @@ impl Session {
     /// prepared for this session (and joined to its transaction).
     pub async fn connection(&mut self, ds: DatasourceId) -> Result<&mut BackendConn, ProxyError> {
         if !self.held.contains_key(&ds) {
-            let mut conn = self.proxy.pools.get(ds, self.found_rows()).await?;
-            if let Err(e) = self.prepare(&mut conn, ds).await {
+            let datasource = self.proxy.config.datasource(ds).clone();
+            let mut dead = 0;
+            let mut conn = loop {
+                let mut conn = self.proxy.pools.get(ds, self.found_rows()).await?;
+                if conn.still_alive(IDLE_PROBE_AFTER) {
+                    break conn;
+                }
+                // Closed by the server while idle (restart, wait_timeout, KILL): discarded.
+                conn.mark_broken();
+                dead += 1;
+                if dead > datasource.pool_size {
+                    return Err(ProxyError::Unavailable(format!(
+                        "datasource {} ({}): every pooled connection was closed by the server",
+                        datasource.name, datasource.address
+                    )));
+                }
+            };
+            let prepared =
+                tokio::time::timeout(datasource.connect_timeout, self.prepare(&mut conn, ds)).await;
+            let failure = match prepared {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(_) => Some(ProxyError::Unavailable(format!(
+                    "datasource {} ({}): no answer within {:?}",
+                    datasource.name, datasource.address, datasource.connect_timeout
+                ))),
+            };
+            if let Some(e) = failure {
                 if !matches!(e, ProxyError::Backend { .. }) {
                     conn.mark_broken();
                 }
@@ -319,6 +406,17 @@ impl Session {
     /// discards broken ones, and ends the transaction bookkeeping when none is open.
     pub fn release_idle(&mut self) {
         let pinned = self.pinned;
+        let explicit = self.txn.begin.is_some();
+        if let Some(c) = self
+            .held
+            .values()
+            .find(|c| c.is_broken() && (pinned || explicit || c.in_transaction()))
+        {
+            self.lost = Some(format!(
+                "the backend connection (thread {}) holding this session's transaction or session state failed; its work is rolled back",
+                c.thread_id()
+            ));
+        }
         self.held
             .retain(|_, c| !c.is_broken() && (pinned || c.in_transaction()));
         if !self.in_transaction() {

@@ -24,8 +24,8 @@ const CHARSET_VARS: [&str; 4] = [
     "collation_connection",
 ];
 
-/// Values that are the session's own, not server variables to carry.
-const IDENTITY_VARS: [&str; 3] = ["last_insert_id", "identity", "insert_id"];
+/// A one-shot value (the next insert's auto-increment): not carried, the connection pins.
+const IDENTITY_VARS: [&str; 1] = ["insert_id"];
 
 /// A read-back value as a literal that gives the same value and type when set again.
 fn literal_of(value: &[u8], column_type: u8, charset: u16) -> Vec<u8> {
@@ -109,6 +109,10 @@ impl Session {
         for item in items {
             match item {
                 SetItem::Names(_) => names.extend(CHARSET_VARS.iter().map(|s| (*s).to_owned())),
+                // @@identity is @@last_insert_id under another name.
+                SetItem::SessionVar(v) if v == "identity" => {
+                    names.push("last_insert_id".to_owned())
+                }
                 SetItem::SessionVar(v) | SetItem::UserVar(v) => names.push(v.clone()),
                 SetItem::Transaction { session: true } => {
                     names.extend(["tx_isolation".to_owned(), "tx_read_only".to_owned()])
@@ -197,8 +201,8 @@ impl Session {
                 .trim_matches('\'')
                 .to_owned();
             match name.as_str() {
-                "last_insert_id" | "identity" => {
-                    self.last_insert_id = text.parse().unwrap_or(0);
+                "last_insert_id" => {
+                    self.set_last_insert_id(text.parse().unwrap_or(0));
                     continue;
                 }
                 "insert_id" => {
@@ -245,6 +249,7 @@ impl Session {
 
     /// Makes `database` current without answering the client (connect-time database).
     pub async fn select_database(&mut self, database: &str) -> Result<(), ProxyError> {
+        self.check_database(database)?;
         if database.is_empty() {
             return Err(ProxyError::client(
                 crate::error::ER_NO_DB_ERROR,

@@ -120,6 +120,9 @@ impl Session {
     ) -> Result<(), ProxyError> {
         let config = self.proxy.config.clone();
         let logical = &config.sharding.logical_database;
+        if let Some(db) = database {
+            self.check_database(db)?;
+        }
         let about_logical = match database {
             Some(db) => db.eq_ignore_ascii_case(logical),
             None => self.in_logical_database(),
@@ -224,6 +227,9 @@ impl Session {
         } else {
             database.map(|d| ident_text(sql, &tokens[d.first as usize], mode))
         };
+        if let Some(db) = &qualifier {
+            self.check_database(db)?;
+        }
         let in_logical = match &qualifier {
             Some(db) => db.eq_ignore_ascii_case(&config.sharding.logical_database),
             None => self.in_logical_database(),
@@ -316,7 +322,7 @@ impl Session {
             }
             let failed = p.first() == Some(&0xff);
             if failed {
-                conn.observe_status(0);
+                conn.observe_error(&parse_err(&p));
             }
             packets.push(p);
             if end {
@@ -413,8 +419,9 @@ impl Session {
                 }
             };
             if p.first() == Some(&0xff) {
-                conn.observe_status(0);
-                failure = Some(crate::backend::conn::backend_error(parse_err(&p)));
+                let e = parse_err(&p);
+                conn.observe_error(&e);
+                failure = Some(crate::backend::conn::backend_error(e));
                 break;
             }
             if is_eof(&p) {

@@ -117,6 +117,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         &self.stream
     }
 
+    /// Bytes received and not yet read as packets.
+    pub fn buffered(&self) -> usize {
+        self.read_buf.len() + self.packet.len()
+    }
+
     /// Shuts the write side down.
     pub async fn shutdown(&mut self) -> io::Result<()> {
         self.stream.shutdown().await

@@ -64,6 +64,10 @@ pub enum Command {
         /// The connection id named.
         id: Option<u64>,
     },
+    /// Account, privilege and server administration (`GRANT`, `SET PASSWORD`, `DROP
+    /// DATABASE`, `SHUTDOWN`, `LOAD DATA`, `... INTO OUTFILE`, ...): the proxy logs in to
+    /// its backends with a service account and never lets clients use it for these.
+    Administrative(String),
     /// Any other statement: analysed as data.
     Statement,
 }
@@ -102,6 +106,9 @@ pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
     let n = tokens.len();
     let name_at = |i: usize| tokens.get(i).map(|t| ident_text(sql, t, mode));
+    if let Some(what) = administrative(sql, tokens, &words) {
+        return Command::Administrative(what);
+    }
     match w(0) {
         "begin" if n == 1 || (n == 2 && w(1) == "work") => Command::Begin,
         "start" if w(1) == "transaction" => Command::Begin,
@@ -146,6 +153,46 @@ pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
         }
         _ => Command::Statement,
     }
+}
+
+/// Statements that manage accounts, privileges, databases, replication, files on the
+/// server or the server itself.
+fn administrative(sql: &[u8], tokens: &[Token], words: &[String]) -> Option<String> {
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    let label = |n: usize| {
+        (0..n)
+            .map(|i| w(i).to_ascii_uppercase())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let found = match (w(0), w(1)) {
+        (
+            "grant" | "revoke" | "shutdown" | "install" | "uninstall" | "flush" | "purge"
+            | "binlog" | "cache",
+            _,
+        ) => Some(label(1)),
+        ("change", "master" | "replication") => Some(label(2)),
+        ("start" | "stop", "slave" | "replica" | "all") => Some(label(2)),
+        ("reset", "master" | "slave" | "replica" | "binary") => Some(label(2)),
+        ("load", "data" | "xml" | "index") => Some(label(2)),
+        (
+            "create" | "drop" | "alter" | "rename",
+            "user" | "role" | "server" | "database" | "schema",
+        ) => Some(label(2)),
+        ("set", "password" | "role" | "default") => Some(label(2)),
+        _ => None,
+    };
+    if found.is_some() {
+        return found;
+    }
+    // SELECT ... INTO OUTFILE/DUMPFILE writes a file on the server's host.
+    tokens
+        .windows(2)
+        .any(|p| {
+            p[0].is_word(sql, "into")
+                && (p[1].is_word(sql, "outfile") || p[1].is_word(sql, "dumpfile"))
+        })
+        .then(|| "SELECT ... INTO OUTFILE".to_owned())
 }
 
 fn transaction_end(sql: &[u8], tokens: &[Token], words: &[String]) -> Command {
