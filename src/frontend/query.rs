@@ -33,7 +33,7 @@ impl Session {
         }
         let last = statements.len() - 1;
         for (i, range) in statements.into_iter().enumerate() {
-            let result = self.statement(client, &text[range], i < last).await;
+            let result = self.bounded_statement(client, &text[range], i < last).await;
             if let Err(e) = result {
                 if let ProxyError::ClientGone(_) = e {
                     return Err(e);
@@ -50,6 +50,43 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// One statement, bounded by the longest `query_timeout` of the datasources (data
+    /// statements are bounded per datasource inside): no command waits forever on a
+    /// backend that stopped answering.
+    async fn bounded_statement(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let limit = self
+            .proxy
+            .config
+            .datasources
+            .iter()
+            .map(|d| d.query_timeout)
+            .max()
+            .unwrap_or_default();
+        if limit.is_zero() {
+            return self.statement(client, sql, more).await;
+        }
+        match tokio::time::timeout(limit, self.statement(client, sql, more)).await {
+            Ok(result) => result,
+            Err(_) => {
+                // Connections interrupted mid-command are dropped (and a transaction on
+                // one of them ends the session).
+                self.release_idle();
+                Err(ProxyError::client(
+                    crate::error::ER_STATEMENT_TIMEOUT,
+                    b"70100",
+                    format!(
+                        "Query execution was interrupted (routekey-proxy query_timeout of {limit:?} exceeded)"
+                    ),
+                ))
+            }
+        }
     }
 
     /// One statement.
