@@ -6,7 +6,7 @@
 #   scripts/sandbox.sh up && scripts/client-tests.sh [run.py args, e.g. -k multi test_pymysql]
 #
 # It installs PyMySQL into a virtualenv under the sandbox folder, builds the proxy
-# (cargo build --locked), starts target/debug/routekey-proxy with config/demo.toml on a free
+# (cargo build --locked), starts target/debug/routekey-proxy with config/demo.toml (ports from the environment) on a free
 # port of 127.0.0.1 (output to a log file), runs the tests, stops the proxy, and exits non-zero
 # on any failure (printing the end of the proxy log).
 #
@@ -97,7 +97,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-log "starting the proxy on 127.0.0.1:$PROXY_PORT (log: $PROXY_LOG)"
+PROXY_CONFIG="$("$REPO_ROOT/scripts/demo-config.sh")"
+log "starting the proxy on 127.0.0.1:$PROXY_PORT with $PROXY_CONFIG (log: $PROXY_LOG)"
 : >"$PROXY_LOG"
 # No inherited pipes beyond the log file (CI waits for open pipes to close); the subshell
 # execs the proxy, so $! is the proxy's own pid.
@@ -108,7 +109,7 @@ log "starting the proxy on 127.0.0.1:$PROXY_PORT (log: $PROXY_LOG)"
             exec {fd}>&-
         fi
     done
-    NO_COLOR=1 exec "$PROXY_BIN" --config "$REPO_ROOT/config/demo.toml" --listen "127.0.0.1:$PROXY_PORT"
+    NO_COLOR=1 exec "$PROXY_BIN" --config "$PROXY_CONFIG" --listen "127.0.0.1:$PROXY_PORT"
 ) </dev/null >>"$PROXY_LOG" 2>&1 &
 proxy_pid=$!
 

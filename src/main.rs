@@ -46,6 +46,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "routekey_proxy=info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command.unwrap_or(Cmd::Serve) {
         Cmd::CheckConfig { file } => Config::load(&file)
@@ -75,7 +76,7 @@ fn main() -> ExitCode {
 }
 
 fn load(path: &std::path::Path) -> Result<Config, String> {
-    Config::load(path).map_err(|e| e.to_string())
+    Config::load(path).map_err(|e| format!("{e} (choose the file with --config FILE)"))
 }
 
 fn serve(config: Config) -> Result<(), String> {

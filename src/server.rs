@@ -14,6 +14,9 @@ use crate::route::Router;
 use crate::route::index::MysqlIndexTable;
 use crate::sql::shape::AnalysisCache;
 
+/// Greeting version while the default datasource cannot be asked.
+pub const FALLBACK_VERSION: &str = "5.5.5-10.11.0-MariaDB-routekey-proxy";
+
 /// State shared by every session of one proxy process.
 pub struct Proxy {
     /// The configuration in force.
@@ -24,6 +27,8 @@ pub struct Proxy {
     pub pools: Pools,
     /// Analyses by statement shape.
     pub analyses: AnalysisCache,
+    /// The version string of the default datasource, learnt from its greeting.
+    backend_version: tokio::sync::OnceCell<String>,
     /// Databases clients may not reach: the physical shard databases, the index table's
     /// database and `mysql` (unless one of them is the logical or the default database).
     pub protected_databases: Vec<String>,
@@ -56,6 +61,7 @@ impl Proxy {
         protected.sort();
         protected.dedup();
         Arc::new(Self {
+            backend_version: tokio::sync::OnceCell::new(),
             protected_databases: protected,
             router: Router::new(config.clone(), MysqlIndexTable::new(&config)),
             pools: Pools::new(&config),
@@ -63,6 +69,26 @@ impl Proxy {
             next_connection_id: AtomicU32::new(1),
             config,
         })
+    }
+
+    /// The version string clients see in the greeting: `server.server_version` when set,
+    /// else the default datasource's own (learnt once; a fallback while it is down).
+    pub async fn server_version(&self) -> String {
+        if !self.config.server.server_version.is_empty() {
+            return self.config.server.server_version.clone();
+        }
+        let ds = self.config.sharding.default_datasource;
+        let learnt = self
+            .backend_version
+            .get_or_try_init(|| async {
+                let conn = self.pools.get(ds, false).await?;
+                Ok::<_, crate::error::ProxyError>(conn.server_version().to_owned())
+            })
+            .await;
+        match learnt {
+            Ok(v) => v.clone(),
+            Err(_) => FALLBACK_VERSION.to_owned(),
+        }
     }
 
     /// A new connection id (never 0).

@@ -65,3 +65,17 @@ async fn ping_and_unknown_commands() {
     }
     assert!(matches!(raw.query("SELECT 1").await, RawReply::Rows(..)));
 }
+
+#[tokio::test]
+async fn kill_of_its_own_connection_closes_it_with_an_error_and_others_are_never_forwarded() {
+    let h = Harness::start().await;
+    let mut raw = RawClient::connect(h.addr).await;
+    match raw.query("KILL 4242").await {
+        RawReply::Err(code, _) => assert_eq!(code, 1094),
+        other => panic!("{other:?}"),
+    }
+    match raw.query("KILL CONNECTION_ID()").await {
+        RawReply::Err(code, _) => assert_eq!(code, 1927),
+        other => panic!("{other:?}"),
+    }
+}

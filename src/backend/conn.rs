@@ -47,6 +47,8 @@ pub struct BackendConn {
     datasource: DatasourceId,
     /// The backend's thread id.
     thread_id: u32,
+    /// The version string of the backend's greeting.
+    server_version: String,
     status: u16,
     broken: bool,
     /// A command was sent and its response is not fully read: if the session stops here
@@ -200,6 +202,7 @@ impl BackendConn {
             stream,
             datasource: id,
             thread_id: handshake.connection_id(),
+            server_version: handshake.server_version_str().into_owned(),
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
             broken: false,
             awaiting: false,
@@ -216,6 +219,11 @@ impl BackendConn {
     /// The backend's thread id (what `KILL` on the backend names).
     pub fn thread_id(&self) -> u32 {
         self.thread_id
+    }
+
+    /// The version string the backend's greeting carried.
+    pub fn server_version(&self) -> &str {
+        &self.server_version
     }
 
     /// The backend reported an open transaction in its last status.

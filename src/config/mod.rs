@@ -70,7 +70,8 @@ pub struct Config {
 pub struct ServerConfig {
     /// Address to listen on; default port 3307.
     pub listen: SocketAddr,
-    /// Version string sent in the handshake.
+    /// Version string sent in the handshake; empty (the default): the default datasource's
+    /// own, so drivers see the server they are really talking to.
     pub server_version: String,
     /// Largest packet accepted from a client or a backend, in bytes (default 64 MiB).
     pub max_packet_size: usize,

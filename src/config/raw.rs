@@ -44,7 +44,7 @@ fn default_handshake_timeout() -> Duration {
 }
 
 fn default_server_version() -> String {
-    "10.11.0-MariaDB-routekey-proxy".to_owned()
+    String::new()
 }
 
 fn default_max_packet_size() -> usize {

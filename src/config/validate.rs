@@ -74,7 +74,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
                 )
             })
     };
-    let sharding = sharding(&c, &raw.sharding, &channels, &lookup_ds)?;
+    let sharding = sharding(&c, &raw.sharding, &channels, &raw.channels, &lookup_ds)?;
     let index = IndexTable {
         datasource: lookup_ds(&raw.index.datasource, "index.datasource")?,
         database: raw.index.database.clone(),
@@ -293,6 +293,7 @@ fn sharding(
     c: &Checker,
     raw: &RawSharding,
     channels: &[Channel],
+    raw_channels: &[super::raw::RawChannel],
     lookup_ds: &DatasourceLookup<'_>,
 ) -> Result<Sharding, ConfigError> {
     let per_channel = *raw.shards_per_channel.get_ref();
@@ -323,22 +324,23 @@ fn sharding(
         }
     }
 
-    // Channel ranges must not overlap.
-    let mut used: BTreeMap<u32, &str> = BTreeMap::new();
-    for ch in channels {
+    // Channel ranges must not overlap. Errors point at the channel's base_shard.
+    let mut used: BTreeMap<u32, usize> = BTreeMap::new();
+    for (i, ch) in channels.iter().enumerate() {
+        let base = &raw_channels[i].base_shard;
         let end = ch.base_shard.checked_add(per_channel).ok_or_else(|| {
-            c.err(
-                None,
-                format!("channels: {} base_shard is too large", ch.name),
+            c.at(
+                base,
+                format!("channels[{i}].base_shard: {} is too large", ch.base_shard),
             )
         })?;
         for shard in ch.base_shard..end {
-            if let Some(other) = used.insert(shard, &ch.name) {
-                return Err(c.err(
-                    None,
+            if let Some(other) = used.insert(shard, i) {
+                return Err(c.at(
+                    base,
                     format!(
-                        "channels: shard {shard} belongs to both {other} and {} (base_shard + shards_per_channel ranges overlap)",
-                        ch.name
+                        "channels[{i}].base_shard: shard {shard} belongs to both {} and {} (base_shard + shards_per_channel ranges overlap)",
+                        channels[other].name, ch.name
                     ),
                 ));
             }
@@ -381,11 +383,12 @@ fn sharding(
         let ds = match ds {
             Some(ds) => *ds,
             None if used.contains_key(&shard) => {
-                return Err(c.err(
-                    None,
+                let i = used[&shard];
+                return Err(c.at(
+                    &raw_channels[i].base_shard,
                     format!(
-                        "sharding.shards: shard {shard} ({}) is not mapped to a datasource",
-                        used[&shard]
+                        "sharding.shards: shard {shard} of {} is not mapped to a datasource",
+                        channels[i].name
                     ),
                 ));
             }
@@ -489,7 +492,13 @@ mod tests {
     #[test]
     fn unmapped_and_overlapping_shards_are_refused() {
         let e = error(&with("first = 10", "first = 11"));
-        assert!(e.contains("shard 10"), "{e}");
+        assert!(e.contains("shard 10 of CN_CHANNEL"), "{e}");
+        let line = DEMO
+            .lines()
+            .position(|l| l.contains("base_shard = 8"))
+            .unwrap()
+            + 1;
+        assert!(e.starts_with(&format!("t.toml:{line}:")), "{e}");
         let e = error(&with("first = 10", "first = 9"));
         assert!(e.contains("mapped twice"), "{e}");
         let e = error(&with("base_shard = 4", "base_shard = 2"));

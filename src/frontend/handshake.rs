@@ -83,6 +83,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 pub async fn accept(
     tcp: TcpStream,
     config: &Config,
+    server_version: &str,
     connection_id: u32,
     peer: &str,
 ) -> Result<Option<Login>, ProxyError> {
@@ -93,7 +94,7 @@ pub async fn accept(
     part2.push(0);
     let greeting = HandshakePacket::new(
         10,
-        config.server.server_version.as_bytes(),
+        server_version.as_bytes(),
         connection_id,
         nonce[..8].try_into().expect("8 bytes"),
         Some(part2),

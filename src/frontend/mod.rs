@@ -33,12 +33,10 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     let _ = tcp.set_nodelay(true);
     let id = proxy.next_connection_id();
     let limit = proxy.config.server.handshake_timeout;
-    let login = match tokio::time::timeout(
-        limit,
-        handshake::accept(tcp, &proxy.config, id, &peer.to_string()),
-    )
-    .await
-    {
+    let version = proxy.server_version().await;
+    let peer_text = peer.to_string();
+    let greeting = handshake::accept(tcp, &proxy.config, &version, id, &peer_text);
+    let login = match tokio::time::timeout(limit, greeting).await {
         Ok(Ok(Some(login))) => login,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {

@@ -152,7 +152,17 @@ impl Session {
             Command::ChainOrRelease => Err(ProxyError::not_yet(
                 "COMMIT/ROLLBACK with AND CHAIN or RELEASE",
             )),
-            Command::Kill { query_only, id } => self.kill(client, query_only, id, more),
+            Command::Kill {
+                query_only,
+                id,
+                own,
+            } => self.kill(
+                client,
+                query_only,
+                if own { Some(u64::from(self.id)) } else { id },
+                more,
+            ),
+            Command::ShowRouteStats => self.show_route_stats(client, more),
             Command::Administrative(what) => Err(ProxyError::client(
                 ER_SPECIFIC_ACCESS_DENIED_ERROR,
                 b"42000",
@@ -281,6 +291,8 @@ impl Session {
                     // Nothing of this session runs while it executes KILL.
                     return self.ok(client, more);
                 }
+                // As MariaDB does: an error, then the connection closes.
+                client.error(&ProxyError::client(1927, b"70100", "Connection was killed"))?;
                 Err(ProxyError::ClientGone("killed by its own KILL".into()))
             }
             _ => Err(ProxyError::client(

@@ -108,6 +108,47 @@ impl Session {
         client.result_set(&columns, &rows, ("", ""), status)
     }
 
+    /// `SHOW ROUTEKEY STATS`: resolutions by layer since the proxy started, decode failures
+    /// by reason, context conflicts and hints followed for unknown ids.
+    pub fn show_route_stats(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+        use crate::route::Layer;
+        let stats = self.proxy.router.stats();
+        let mut rows: Vec<(String, u64)> = Layer::ALL
+            .iter()
+            .map(|l| (format!("resolved_by_{}", l.label()), stats.layer(*l)))
+            .collect();
+        rows.extend(
+            stats
+                .decode_failures()
+                .iter()
+                .map(|(reason, n)| (format!("decode_failed_{reason}"), *n)),
+        );
+        rows.push(("context_conflicts".to_owned(), stats.context_conflicts()));
+        rows.push((
+            "hints_followed_for_unknown_ids".to_owned(),
+            stats.hints_followed(),
+        ));
+        let charset = self.result_charset();
+        let columns = [
+            varchar("Counter", 64, charset),
+            ColumnSpec {
+                name: "Value",
+                column_type: ColumnType::MYSQL_TYPE_LONGLONG,
+                flags: ColumnFlags::NOT_NULL_FLAG
+                    | ColumnFlags::UNSIGNED_FLAG
+                    | ColumnFlags::BINARY_FLAG,
+                charset: 63,
+                length: 20,
+                decimals: 0,
+            },
+        ];
+        let rows: Vec<Vec<Option<Vec<u8>>>> = rows
+            .into_iter()
+            .map(|(k, v)| vec![Some(k.into_bytes()), Some(v.to_string().into_bytes())])
+            .collect();
+        client.result_set(&columns, &rows, ("", ""), self.final_status(more))
+    }
+
     /// `SHOW [FULL] TABLES`: the default datasource's tables plus the logical tables, sorted.
     pub async fn show_tables(
         &mut self,

@@ -63,7 +63,11 @@ pub enum Command {
         query_only: bool,
         /// The connection id named.
         id: Option<u64>,
+        /// `KILL CONNECTION_ID()`: the client's own connection.
+        own: bool,
     },
+    /// `SHOW ROUTEKEY STATS`: the proxy's route resolution counters (SPEC §8).
+    ShowRouteStats,
     /// Account, privilege and server administration (`GRANT`, `SET PASSWORD`, `DROP
     /// DATABASE`, `SHUTDOWN`, `LOAD DATA`, `... INTO OUTFILE`, ...): the proxy logs in to
     /// its backends with a service account and never lets clients use it for these.
@@ -122,11 +126,20 @@ pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
         "xa" => Command::Xa,
         "kill" => {
             let query_only = w(1) == "query";
+            let own = tokens.windows(3).any(|t| {
+                t[0].is_word(sql, "connection_id")
+                    && t[1].is_punct(sql, "(")
+                    && t[2].is_punct(sql, ")")
+            });
             let id = tokens
                 .last()
                 .filter(|t| t.kind == TokenKind::Number)
                 .and_then(|t| std::str::from_utf8(t.bytes(sql)).ok()?.parse().ok());
-            Command::Kill { query_only, id }
+            Command::Kill {
+                query_only,
+                id: if own { None } else { id },
+                own,
+            }
         }
         "show" => show(sql, tokens, &words, mode),
         "desc" | "describe" if n >= 2 => table_info(sql, tokens, 1, false, false),
@@ -254,6 +267,7 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
             errors_only: w(5) == "errors",
             count: true,
         },
+        ("routekey", "stats") if tokens.len() == 3 => Command::ShowRouteStats,
         ("tables", _) => show_tables(sql, tokens, 2, false, mode),
         ("full", "tables") => show_tables(sql, tokens, 3, true, mode),
         ("columns" | "fields", "from" | "in") => table_info(sql, tokens, 3, true, false),
@@ -578,13 +592,15 @@ mod tests {
             }
         ));
         assert_eq!(cmd("EXPLAIN SELECT 1"), Command::Statement);
+        assert_eq!(cmd("show routekey stats"), Command::ShowRouteStats);
         assert!(matches!(cmd("explain t_order"), Command::TableInfo { .. }));
         assert_eq!(cmd("USE `orders`"), Command::Use("orders".into()));
         assert_eq!(
             cmd("KILL QUERY 12"),
             Command::Kill {
                 query_only: true,
-                id: Some(12)
+                id: Some(12),
+                own: false
             }
         );
     }

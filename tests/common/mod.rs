@@ -17,10 +17,15 @@ use routekey_proxy::id::{IdFields, IdLayout, SNOWFLAKE_EPOCH_MS};
 use routekey_proxy::server::{Proxy, serve};
 use tokio::sync::oneshot;
 
-/// The demo configuration the sandbox is built for.
+/// The demo configuration the sandbox is built for, with the sandbox's ports from
+/// `ROUTEKEY_DS0_PORT` / `ROUTEKEY_DS1_PORT` when they are set.
 pub fn config() -> Config {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml");
-    Config::load(std::path::Path::new(path)).expect("config/demo.toml")
+    let mut config = Config::load(std::path::Path::new(path)).expect("config/demo.toml");
+    for (i, ds) in config.datasources.iter_mut().enumerate() {
+        ds.address = format!("127.0.0.1:{}", sandbox_port(i));
+    }
+    config
 }
 
 /// A proxy running in-process.
