@@ -2,6 +2,9 @@
 //! statements (when the client negotiated several per query); each is classified from its
 //! tokens and handed to its handler; the first error ends the query, as in MySQL.
 
+use std::future::Future;
+use std::time::Duration;
+
 use super::client::Client;
 use super::session::Session;
 use crate::error::{
@@ -72,21 +75,9 @@ impl Session {
         if limit.is_zero() {
             return self.statement(client, sql, more).await;
         }
-        match tokio::time::timeout(limit, self.statement(client, sql, more)).await {
-            Ok(result) => result,
-            Err(_) => {
-                // Connections interrupted mid-command are dropped (and a transaction on
-                // one of them ends the session).
-                self.release_idle();
-                Err(ProxyError::client(
-                    crate::error::ER_STATEMENT_TIMEOUT,
-                    b"70100",
-                    format!(
-                        "Query execution was interrupted (routekey-proxy query_timeout of {limit:?} exceeded)"
-                    ),
-                ))
-            }
-        }
+        let result = within(limit, self.statement(client, sql, more)).await;
+        self.after_timeout(&result);
+        result
     }
 
     /// One statement.
@@ -119,8 +110,18 @@ impl Session {
                 self.savepoint(client, sql, None, Some((name, true)), more)
                     .await
             }
-            Command::Set(items) => self.set(client, sql, &items, more).await,
-            Command::Use(db) => self.use_database(client, &db, more).await,
+            Command::Set(items) => {
+                let limit = self.control_timeout();
+                let result = within(limit, self.set(client, sql, &items, more)).await;
+                self.after_timeout(&result);
+                result
+            }
+            Command::Use(db) => {
+                let limit = self.control_timeout();
+                let result = within(limit, self.use_database(client, &db, more)).await;
+                self.after_timeout(&result);
+                result
+            }
             Command::ShowDiagnostics { errors_only, count } => {
                 self.show_diagnostics(client, errors_only, count, more)
             }
@@ -170,6 +171,28 @@ impl Session {
                     "Access denied; routekey-proxy does not forward account, privilege, database or server administration statements ({what}): run them on the servers directly"
                 ),
             )),
+        }
+    }
+
+    /// Bound on statements that never take long on a healthy server (SET, USE): five times
+    /// the longest `connect_timeout`, so a server that stopped answering is reported soon.
+    fn control_timeout(&self) -> std::time::Duration {
+        self.proxy
+            .config
+            .datasources
+            .iter()
+            .map(|d| d.connect_timeout)
+            .max()
+            .unwrap_or_default()
+            * 5
+    }
+
+    /// After a timed-out command: connections left mid-command are dropped.
+    fn after_timeout(&mut self, result: &Result<(), ProxyError>) {
+        if let Err(ProxyError::Client { code, .. }) = result {
+            if *code == crate::error::ER_STATEMENT_TIMEOUT {
+                self.release_idle();
+            }
         }
     }
 
@@ -301,5 +324,20 @@ impl Session {
                 format!("Unknown thread id: {}", id.unwrap_or(0)),
             )),
         }
+    }
+}
+
+/// Runs `f`, or gives the statement-timeout error after `limit`.
+async fn within(
+    limit: Duration,
+    f: impl Future<Output = Result<(), ProxyError>>,
+) -> Result<(), ProxyError> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(result) => result,
+        Err(_) => Err(ProxyError::client(
+            crate::error::ER_STATEMENT_TIMEOUT,
+            b"70100",
+            format!("Query execution was interrupted (no answer from a backend within {limit:?})"),
+        )),
     }
 }
