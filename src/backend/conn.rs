@@ -1,7 +1,7 @@
 //! One backend connection, driven by the proxy itself on mysql_common: client handshake,
 //! mysql_native_password, commands, and the session state the proxy applied to it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -58,6 +58,38 @@ pub struct BackendConn {
     idle_since: Instant,
     /// What the proxy set on this connection.
     pub state: AppliedState,
+    /// Statements prepared on this connection, by their text.
+    statements: HashMap<Vec<u8>, std::sync::Arc<PreparedMetadata>>,
+    /// Their texts, oldest first (the cache is bounded).
+    statement_order: VecDeque<Vec<u8>>,
+}
+
+/// Statements kept prepared per backend connection; the oldest is closed beyond this, so
+/// a server's `max_prepared_stmt_count` (16,382 by default) is not reached.
+const STATEMENTS_PER_CONNECTION: usize = 128;
+
+/// A statement prepared on a backend connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendStatement {
+    /// The backend's statement id.
+    pub id: u32,
+    /// Parameters.
+    pub params: u16,
+    /// Result columns.
+    pub columns: u16,
+}
+
+/// A statement prepared on a backend with the definitions it answered with.
+#[derive(Debug, Clone)]
+pub struct PreparedMetadata {
+    /// The statement.
+    pub statement: BackendStatement,
+    /// Parameter definitions.
+    pub param_defs: Vec<BytesMut>,
+    /// Result column definitions.
+    pub column_defs: Vec<BytesMut>,
+    /// Warnings of the prepare.
+    pub warnings: u16,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -208,6 +240,8 @@ impl BackendConn {
             awaiting: false,
             idle_since: Instant::now(),
             state,
+            statements: HashMap::new(),
+            statement_order: VecDeque::new(),
         })
     }
 
@@ -293,23 +327,10 @@ impl BackendConn {
 
     /// Sends a command packet (`command` byte, then `body`).
     pub async fn send_command(&mut self, command: Command, body: &[u8]) -> Result<(), ProxyError> {
-        self.stream.reset_seq();
         let mut payload = Vec::with_capacity(body.len() + 1);
         payload.push(command as u8);
         payload.extend_from_slice(body);
-        if let Err(e) = self.stream.write_packet(&payload) {
-            // Too large: nothing was sent, the connection stays usable.
-            return Err(ProxyError::client(
-                crate::error::ER_NET_PACKET_TOO_LARGE,
-                b"08S01",
-                format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"),
-            ));
-        }
-        self.awaiting = true;
-        if let Err(e) = self.stream.flush().await {
-            return Err(self.io_error(e));
-        }
-        Ok(())
+        self.send_raw_command(&payload).await
     }
 
     /// The next packet of a response.
@@ -479,6 +500,12 @@ impl BackendConn {
     /// Prepares `sql` with COM_STMT_PREPARE and closes it at once: the server's verdict on
     /// a statement without running it. A backend error is returned as is.
     pub async fn prepare_check(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
+        let prepared = self.prepare_raw(sql).await?;
+        self.close_statement(prepared.statement.id).await
+    }
+
+    /// COM_STMT_PREPARE, reading the whole answer.
+    async fn prepare_raw(&mut self, sql: &[u8]) -> Result<PreparedMetadata, ProxyError> {
         self.send_command(Command::COM_STMT_PREPARE, sql).await?;
         let first = self.read_packet().await?;
         if first.first() == Some(&0xff) {
@@ -492,27 +519,101 @@ impl BackendConn {
                 first.get(i + 1).copied().unwrap_or(0),
             ])
         };
-        let statement_id: [u8; 4] = first
-            .get(1..5)
-            .and_then(|b| b.try_into().ok())
-            .unwrap_or_default();
-        let (columns, params) = (field(5), field(7));
-        for count in [params, columns] {
+        let id = u32::from_le_bytes(
+            first
+                .get(1..5)
+                .and_then(|b| b.try_into().ok())
+                .unwrap_or_default(),
+        );
+        let statement = BackendStatement {
+            id,
+            columns: field(5),
+            params: field(7),
+        };
+        let warnings = field(10);
+        let mut defs = [Vec::new(), Vec::new()];
+        for (k, count) in [statement.params, statement.columns]
+            .into_iter()
+            .enumerate()
+        {
             if count > 0 {
-                for _ in 0..=count {
-                    self.read_packet().await?;
+                for _ in 0..count {
+                    defs[k].push(self.read_packet().await?);
+                }
+                let eof = self.read_packet().await?;
+                if !is_eof(&eof) {
+                    self.broken = true;
+                    return Err(ProxyError::Internal(
+                        "expected EOF after prepared statement definitions".into(),
+                    ));
                 }
             }
         }
         self.response_done();
-        // COM_STMT_CLOSE has no reply.
+        let [param_defs, column_defs] = defs;
+        Ok(PreparedMetadata {
+            statement,
+            param_defs,
+            column_defs,
+            warnings,
+        })
+    }
+
+    /// Prepares `sql` on this connection, or reuses the statement prepared before.
+    pub async fn prepare_cached(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<std::sync::Arc<PreparedMetadata>, ProxyError> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let prepared = std::sync::Arc::new(self.prepare_raw(sql).await?);
+        if self.statement_order.len() >= STATEMENTS_PER_CONNECTION {
+            if let Some(old) = self.statement_order.pop_front() {
+                if let Some(s) = self.statements.remove(&old) {
+                    self.close_statement(s.statement.id).await?;
+                }
+            }
+        }
+        self.statements.insert(sql.to_vec(), prepared.clone());
+        self.statement_order.push_back(sql.to_vec());
+        Ok(prepared)
+    }
+
+    /// Sends a command that has no reply (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA).
+    pub async fn send_no_reply(&mut self, command: Command, body: &[u8]) -> Result<(), ProxyError> {
         self.stream.reset_seq();
-        let mut close = vec![Command::COM_STMT_CLOSE as u8];
-        close.extend_from_slice(&statement_id);
+        let mut payload = Vec::with_capacity(body.len() + 1);
+        payload.push(command as u8);
+        payload.extend_from_slice(body);
         self.stream
-            .write_packet(&close)
+            .write_packet(&payload)
             .map_err(|e| self.io_error(e))?;
-        self.stream.flush().await.map_err(|e| self.io_error(e))?;
+        self.stream.flush().await.map_err(|e| self.io_error(e))
+    }
+
+    /// COM_STMT_CLOSE.
+    async fn close_statement(&mut self, id: u32) -> Result<(), ProxyError> {
+        self.send_no_reply(Command::COM_STMT_CLOSE, &id.to_le_bytes())
+            .await
+    }
+
+    /// Sends a whole command payload (command byte included, e.g. a COM_STMT_EXECUTE
+    /// built by the caller) and leaves the response to be read.
+    pub async fn send_raw_command(&mut self, payload: &[u8]) -> Result<(), ProxyError> {
+        self.stream.reset_seq();
+        if let Err(e) = self.stream.write_packet(payload) {
+            // Too large: nothing was sent, the connection stays usable.
+            return Err(ProxyError::client(
+                crate::error::ER_NET_PACKET_TOO_LARGE,
+                b"08S01",
+                format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"),
+            ));
+        }
+        self.awaiting = true;
+        if let Err(e) = self.stream.flush().await {
+            return Err(self.io_error(e));
+        }
         Ok(())
     }
 
@@ -523,7 +624,10 @@ impl BackendConn {
             .await?;
         match self.read_response().await? {
             Response::Ok(_) => {
+                // The server forgot the session state and every prepared statement.
                 self.state.vars.clear();
+                self.statements.clear();
+                self.statement_order.clear();
                 Ok(())
             }
             Response::Err(e) => {

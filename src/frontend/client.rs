@@ -54,7 +54,7 @@ impl Client {
 
     /// An OK packet.
     pub fn ok(&mut self, ok: &OkInfo) -> Result<(), ProxyError> {
-        let payload = ok_packet(0x00, ok, self.session_track());
+        let payload = ok_packet(0x00, ok);
         self.packet(&payload)
     }
 
@@ -87,7 +87,7 @@ impl Client {
                 warnings,
                 ..Default::default()
             };
-            let payload = ok_packet(0xfe, &ok, self.session_track());
+            let payload = ok_packet(0xfe, &ok);
             self.packet(&payload)
         } else {
             self.packet(&eof_packet(warnings, status))

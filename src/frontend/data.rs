@@ -27,10 +27,39 @@ use crate::sql::{Analysis, Refusal, Target, Verb};
 pub struct Piece {
     /// Where it runs.
     pub datasource: DatasourceId,
-    /// What is sent.
+    /// The statement text: sent as COM_QUERY, or prepared on the backend connection.
     pub sql: Vec<u8>,
     /// How result columns are renamed (sharded statements).
     pub names: Option<ResultNames>,
+    /// Text or binary protocol.
+    pub send: Send,
+}
+
+/// How a piece reaches its backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Send {
+    /// COM_QUERY with the text.
+    Query,
+    /// COM_STMT_EXECUTE of the text prepared on the connection, with these parameters of
+    /// the client's execution (indices, in order), those in `nulled` sent as NULL.
+    Execute {
+        /// Parameters sent.
+        params: Vec<usize>,
+        /// Parameters sent as NULL (an unresolved read's order ids).
+        nulled: Vec<usize>,
+    },
+}
+
+/// The parameters of a prepared statement's execution.
+pub struct Binding<'a> {
+    /// The client's COM_STMT_EXECUTE payload (values are ranges of it).
+    pub payload: &'a [u8],
+    /// The parameters.
+    pub params: &'a [crate::protocol::binary::BoundParam],
+    /// Their values as the router reads them.
+    pub values: &'a [crate::route::value::ParamValue],
+    /// Long data per parameter (COM_STMT_SEND_LONG_DATA).
+    pub long_data: &'a [Option<Vec<u8>>],
 }
 
 /// Session values a statement changes on its backend connection that its OK packet does
@@ -68,33 +97,50 @@ impl Session {
             return Err(self.validate_unparsed(sql, lexed, message).await);
         }
         let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
+        self.run_data(client, sql, lexed, &analysis, &hints, None, more)
+            .await
+    }
+
+    /// Routes, rewrites and runs an analysed data statement, as text or (with a binding) as
+    /// a prepared statement's execution.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_data(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        lexed: &Lexed,
+        analysis: &Analysis,
+        hints: &crate::sql::hints::RouteHints,
+        binding: Option<&Binding<'_>>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
         let values = StatementValues {
             sql,
             tokens: &lexed.tokens,
             mode: self.lex_mode,
-            params: &[],
+            params: binding.map_or(&[], |b| b.values),
             last_insert_id: self.last_insert_id,
         };
         let plan = self
             .proxy
             .router
-            .route(&analysis, &values, &hints, now_ms())
+            .route(analysis, &values, hints, now_ms())
             .await?;
         if analysis.verb == Verb::Ddl && self.in_transaction() {
             // DDL commits the open transaction first, as MySQL does.
             self.end_transaction(b"COMMIT").await?;
         }
         if plan.route == Route::NoRows {
-            return self.no_rows(client, analysis.verb, more);
+            return self.no_rows(client, analysis.verb, binding.is_none(), more);
         }
-        let pieces = self.pieces(sql, lexed, &analysis, &plan);
+        let pieces = self.pieces(sql, lexed, analysis, &plan, binding.is_some());
         for (id, channel) in &plan.index_writes {
             self.proxy.router.write_index(*id, *channel).await?;
         }
         if analysis.pins {
             self.pinned = true;
         }
-        let write = is_write(&analysis, sql, lexed);
+        let write = is_write(analysis, sql, lexed);
         let extras = Extras {
             calc_found_rows: lexed
                 .tokens
@@ -107,11 +153,12 @@ impl Session {
                     && !w[2].is_punct(sql, ")")
             }),
         };
-        self.run(client, &pieces, write, extras, more).await
+        self.run(client, &pieces, write, extras, binding, more)
+            .await
     }
 
     /// The statement's analysis: kept by shape, or made now.
-    fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
+    pub(super) fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
         let db_is_logical = self.in_logical_database();
         let key = shape_key(sql, lexed, self.lex_mode, db_is_logical);
         if let Some(a) = self.proxy.analyses.get(&key) {
@@ -155,7 +202,12 @@ impl Session {
     /// A statement the parser cannot read names a sharded table: the first shard's server
     /// prepares it (with physical names) without running it. A syntax error there is the
     /// client's answer, as MySQL would give it; valid MySQL is refused as not yet routable.
-    async fn validate_unparsed(&mut self, sql: &[u8], lexed: &Lexed, message: &str) -> ProxyError {
+    pub(super) async fn validate_unparsed(
+        &mut self,
+        sql: &[u8],
+        lexed: &Lexed,
+        message: &str,
+    ) -> ProxyError {
         let config = self.proxy.config.clone();
         let cx = AnalyzeContext {
             config: &config,
@@ -196,6 +248,7 @@ impl Session {
         lexed: &Lexed,
         analysis: &Analysis,
         plan: &RoutePlan,
+        binary: bool,
     ) -> Vec<Piece> {
         let config = &self.proxy.config;
         let st = Rewrite {
@@ -203,19 +256,72 @@ impl Session {
             tokens: &lexed.tokens,
         };
         let values = self.session_values();
+        // Placeholders by token, in order: parameter i is the i-th `?`.
+        let placeholders: Vec<usize> = lexed
+            .tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.kind == crate::sql::lexer::TokenKind::Placeholder)
+            .map(|(i, _)| i)
+            .collect();
+        let all_params = || (0..placeholders.len()).collect::<Vec<_>>();
+        let send = |params: Vec<usize>, nulled: Vec<usize>| {
+            if binary {
+                Send::Execute { params, nulled }
+            } else {
+                Send::Query
+            }
+        };
         let Target::Sharded(sharded) = &analysis.target else {
             return vec![Piece {
                 datasource: config.sharding.default_datasource,
                 sql: st.unsharded(analysis, &values).into_owned(),
                 names: None,
+                send: send(all_params(), Vec::new()),
             }];
         };
+        // The parameters an INSERT piece keeps: those outside the rows, and those of its rows.
+        let params_of_rows = |rows: &[usize]| -> Vec<usize> {
+            let (Some(span), false) = (sharded.values_span, rows.is_empty()) else {
+                return all_params();
+            };
+            placeholders
+                .iter()
+                .enumerate()
+                .filter(|(_, tok)| {
+                    let tok = **tok as u32;
+                    let in_values = (span.first..=span.last).contains(&tok);
+                    !in_values
+                        || rows.iter().any(|&r| {
+                            let row = sharded.rows[r].span;
+                            (row.first..=row.last).contains(&tok)
+                        })
+                })
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let key_params: Vec<usize> = sharded
+            .key_values
+            .iter()
+            .filter_map(|v| match v {
+                crate::sql::ValueSlot::Param(i) => Some(*i as usize),
+                _ => None,
+            })
+            .collect();
         let one = |shard: u32, rows: &[usize], null_keys: bool| {
             let s = &config.sharding.shards[shard as usize];
             Piece {
                 datasource: s.datasource,
                 sql: st.for_shard(analysis, sharded, s, rows, null_keys, &values),
                 names: Some(ResultNames::for_shard(config, s)),
+                send: send(
+                    params_of_rows(rows),
+                    if null_keys {
+                        key_params.clone()
+                    } else {
+                        Vec::new()
+                    },
+                ),
             }
         };
         match &plan.route {
@@ -229,10 +335,17 @@ impl Session {
     }
 
     /// A write that matches no row: MySQL's OK, without touching a backend.
-    fn no_rows(&mut self, client: &mut Client, verb: Verb, more: bool) -> Result<(), ProxyError> {
+    fn no_rows(
+        &mut self,
+        client: &mut Client,
+        verb: Verb,
+        text: bool,
+        more: bool,
+    ) -> Result<(), ProxyError> {
         self.row_count = 0;
         self.warnings.clear();
-        let info = if verb == Verb::Update {
+        // The server reports matched rows for a text UPDATE only.
+        let info = if verb == Verb::Update && text {
             b"Rows matched: 0  Changed: 0  Warnings: 0".to_vec()
         } else {
             Vec::new()
@@ -262,6 +375,7 @@ impl Session {
         pieces: &[Piece],
         write: bool,
         extras: Extras,
+        binding: Option<&Binding<'_>>,
         more: bool,
     ) -> Result<(), ProxyError> {
         if write {
@@ -293,6 +407,7 @@ impl Session {
                 wrap && i == 0,
                 savepoint,
                 extras,
+                binding,
             );
             result = if limit.is_zero() {
                 step.await
@@ -369,6 +484,7 @@ impl Session {
         begin: bool,
         savepoint: bool,
         extras: Extras,
+        binding: Option<&Binding<'_>>,
     ) -> Result<(), ProxyError> {
         let conn = self.connection(piece.datasource).await?;
         if begin {
@@ -379,7 +495,34 @@ impl Session {
             })
             .await?;
         }
-        conn.send_command(Command::COM_QUERY, &piece.sql).await?;
+        match (&piece.send, binding) {
+            (Send::Execute { params, nulled }, Some(b)) => {
+                let statement = conn.prepare_cached(&piece.sql).await?.statement;
+                let bound: Vec<&crate::protocol::binary::BoundParam> =
+                    params.iter().map(|&i| &b.params[i]).collect();
+                // Long data goes ahead of the execution, numbered as the backend sees it.
+                for (n, &i) in params.iter().enumerate() {
+                    if let (Some(data), false) = (&b.long_data[i], nulled.contains(&i)) {
+                        let mut body = statement.id.to_le_bytes().to_vec();
+                        body.extend_from_slice(&(n as u16).to_le_bytes());
+                        body.extend_from_slice(data);
+                        conn.send_no_reply(Command::COM_STMT_SEND_LONG_DATA, &body)
+                            .await?;
+                    }
+                }
+                let is_nulled = |p: &crate::protocol::binary::BoundParam| {
+                    nulled.iter().any(|&i| std::ptr::eq(&b.params[i], p))
+                };
+                let payload = crate::protocol::binary::build_execute(
+                    statement.id,
+                    b.payload,
+                    &bound,
+                    &is_nulled,
+                );
+                conn.send_raw_command(&payload).await?;
+            }
+            _ => conn.send_command(Command::COM_QUERY, &piece.sql).await?,
+        }
         let warnings_before = out.warnings;
         let insert_id_before = out.last_insert_id;
         relay(conn, client, piece.names.as_ref(), out, status).await?;

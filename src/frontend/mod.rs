@@ -5,6 +5,7 @@
 pub mod client;
 mod data;
 pub mod handshake;
+mod prepared;
 mod query;
 pub mod session;
 mod set;
@@ -171,19 +172,27 @@ async fn command(
             );
             reply_error(session, client, &e)?;
         }
-        c if (Command::COM_STMT_PREPARE as u8..=Command::COM_STMT_FETCH as u8).contains(&c)
-            && c != Command::COM_SET_OPTION as u8 =>
-        {
-            if c == Command::COM_STMT_CLOSE as u8 || c == Command::COM_STMT_SEND_LONG_DATA as u8 {
-                // These commands have no reply.
-                return Ok(Next::Continue);
+        c if Session::statement_command(c).is_some() => {
+            let outcome = match Session::statement_command(c).expect("matched") {
+                Command::COM_STMT_PREPARE => session.prepare_statement(client, body).await,
+                Command::COM_STMT_EXECUTE => session.execute_statement(client, body).await,
+                Command::COM_STMT_RESET => session.reset_statement(client, body),
+                Command::COM_STMT_FETCH => Err(session.fetch(body)),
+                Command::COM_STMT_CLOSE => {
+                    session.close_statement(body);
+                    return Ok(Next::Continue);
+                }
+                _ => {
+                    session.long_data(body);
+                    return Ok(Next::Continue);
+                }
+            };
+            if let Err(e) = outcome {
+                reply_error(session, client, &e)?;
+                if session.lost.is_some() {
+                    return Err(ProxyError::ClientGone("transaction lost".into()));
+                }
             }
-            let e = ProxyError::client(
-                ER_UNKNOWN_COM_ERROR,
-                b"08S01",
-                "routekey-proxy does not serve prepared statements (COM_STMT_*) yet; use text queries (useServerPrepStmts=false)",
-            );
-            reply_error(session, client, &e)?;
         }
         _ => {
             let e = ProxyError::client(

@@ -85,6 +85,8 @@ pub struct Session {
     pub found_rows: u64,
     /// What `SHOW WARNINGS` lists: the previous statement's diagnostics.
     pub warnings: Vec<Diagnostic>,
+    /// Prepared statements.
+    pub statements: super::prepared::Statements,
     /// A backend connection holding part of a transaction or pinned state failed: the
     /// client connection must close after the error (why, for the log).
     pub lost: Option<String>,
@@ -149,6 +151,7 @@ impl Session {
             found_rows: 0,
             warnings: Vec::new(),
             lost: None,
+            statements: Default::default(),
         }
     }
 

@@ -174,9 +174,10 @@ impl Session {
                 datasource: ds,
                 sql: sql.to_vec(),
                 names: None,
+                send: super::data::Send::Query,
             };
             return self
-                .run(client, &[piece], false, Default::default(), more)
+                .run(client, &[piece], false, Default::default(), None, more)
                 .await;
         }
         if filtered {
@@ -281,9 +282,10 @@ impl Session {
                 datasource: config.sharding.default_datasource,
                 sql: sql.to_vec(),
                 names: None,
+                send: super::data::Send::Query,
             };
             return self
-                .run(client, &[piece], false, Default::default(), more)
+                .run(client, &[piece], false, Default::default(), None, more)
                 .await;
         };
         let first = self.proxy.router.first_shard();
@@ -313,9 +315,10 @@ impl Session {
                 datasource: shard.datasource,
                 sql: rewritten,
                 names: Some(names),
+                send: super::data::Send::Query,
             };
             return self
-                .run(client, &[piece], false, Default::default(), more)
+                .run(client, &[piece], false, Default::default(), None, more)
                 .await;
         }
         let logical = config.sharding.binding_tables[usize::from(table_id.0)].clone();

@@ -92,9 +92,10 @@ pub struct OkInfo {
 }
 
 /// Builds an OK packet. `header` is 0x00, or 0xFE when it ends a result set for a client
-/// that negotiated DEPRECATE_EOF. With CLIENT_SESSION_TRACK the info is length-encoded,
-/// as servers write it; no session-state data is ever sent.
-pub fn ok_packet(header: u8, ok: &OkInfo, session_track: bool) -> Vec<u8> {
+/// that negotiated DEPRECATE_EOF. The info is written length-encoded, as servers write it
+/// whether or not the client negotiated SESSION_TRACK (the protocol documentation says
+/// `string<EOF>`; clients read what servers send). No session-state data is ever sent.
+pub fn ok_packet(header: u8, ok: &OkInfo) -> Vec<u8> {
     let mut buf = Vec::with_capacity(16 + ok.info.len());
     buf.push(header);
     put_lenenc_int(&mut buf, ok.affected_rows);
@@ -102,12 +103,8 @@ pub fn ok_packet(header: u8, ok: &OkInfo, session_track: bool) -> Vec<u8> {
     let status = ok.status & !StatusFlags::SERVER_SESSION_STATE_CHANGED.bits();
     buf.extend_from_slice(&status.to_le_bytes());
     buf.extend_from_slice(&ok.warnings.to_le_bytes());
-    if session_track {
-        if !ok.info.is_empty() {
-            put_lenenc_bytes(&mut buf, &ok.info);
-        }
-    } else {
-        buf.extend_from_slice(&ok.info);
+    if !ok.info.is_empty() {
+        put_lenenc_bytes(&mut buf, &ok.info);
     }
     buf
 }
@@ -144,19 +141,26 @@ pub fn parse_eof(payload: &[u8]) -> (u16, u16) {
     )
 }
 
-/// Reads an OK packet written without CLIENT_SESSION_TRACK.
+/// Reads an OK packet (the info as servers write it, length-encoded).
 pub fn parse_ok(payload: &[u8]) -> Option<OkInfo> {
     let mut pos = 1;
     let affected_rows = read_lenenc_int(payload, &mut pos)?;
     let last_insert_id = read_lenenc_int(payload, &mut pos)?;
     let status = u16::from_le_bytes(payload.get(pos..pos + 2)?.try_into().ok()?);
     let warnings = u16::from_le_bytes(payload.get(pos + 2..pos + 4)?.try_into().ok()?);
+    pos += 4;
+    let info = match payload.get(pos) {
+        Some(&n) if n > 0 => read_lenenc_bytes(payload, &mut pos)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_else(|| payload[pos..].to_vec()),
+        _ => Vec::new(),
+    };
     Some(OkInfo {
         affected_rows,
         last_insert_id,
         status,
         warnings,
-        info: payload.get(pos + 4..).unwrap_or_default().to_vec(),
+        info,
     })
 }
 
@@ -342,10 +346,11 @@ mod tests {
             warnings: 1,
             info: b"Rows matched: 3".to_vec(),
         };
-        assert_eq!(parse_ok(&ok_packet(0, &ok, false)), Some(ok.clone()));
-        let tracked = ok_packet(0, &ok, true);
+        let packet = ok_packet(0, &ok);
+        assert_eq!(parse_ok(&packet), Some(ok.clone()));
+        // The info is length-encoded, as servers write it.
         assert_eq!(
-            tracked[tracked.len() - ok.info.len() - 1],
+            packet[packet.len() - ok.info.len() - 1],
             ok.info.len() as u8
         );
     }

@@ -17,6 +17,8 @@ pub enum ParamValue {
     Float(f64),
     /// A string or DECIMAL, as its bytes.
     Bytes(Vec<u8>),
+    /// A date, time, or a value sent as long data: not an order id the proxy reads.
+    Other,
 }
 
 /// The statement's literals and the session values its slots may refer to.
@@ -78,6 +80,7 @@ impl StatementValues<'_> {
                 }
                 Some(ParamValue::Float(f)) => float_key(*f),
                 Some(ParamValue::Bytes(b)) => parse_decimal_string(b),
+                Some(ParamValue::Other) => KeyValue::Expression,
             },
             ValueSlot::Null => KeyValue::NoMatch,
             ValueSlot::LastInsertId => KeyValue::Id(self.last_insert_id),

@@ -1,0 +1,383 @@
+//! Prepared statements (COM_STMT_PREPARE, EXECUTE, SEND_LONG_DATA, RESET, CLOSE).
+//!
+//! PREPARE analyses the statement once, as text statements are analysed, and answers with
+//! the proxy's own statement id and the parameter and column definitions the table's first
+//! shard gives (under logical names). EXECUTE routes from the bound parameters every time,
+//! then runs the shard's statement prepared on the backend connection that serves it: each
+//! connection keeps the statements it prepared, and prepares again after it was reset or
+//! replaced. Rows are the backend's binary-protocol packets, relayed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mysql_common::constants::Command as ProtocolCommand;
+
+use super::client::Client;
+use super::data::Binding;
+use super::session::Session;
+use crate::error::ProxyError;
+use crate::protocol::binary::{self, param_value};
+use crate::protocol::packets::{eof_packet, rewrite_column_definition};
+use crate::rewrite::{ResultNames, Statement as Rewrite};
+use crate::sql::command::{Command, classify};
+use crate::sql::hints::{RouteHints, route_hints};
+use crate::sql::lexer::{Lexed, TokenKind, lex};
+use crate::sql::{Analysis, Refusal, Target};
+
+/// ER_UNKNOWN_STMT_HANDLER.
+const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
+/// ER_UNSUPPORTED_PS: a statement the prepared-statement protocol does not take.
+const ER_UNSUPPORTED_PS: u16 = 1295;
+/// ER_WRONG_ARGUMENTS: a malformed execution.
+const ER_WRONG_ARGUMENTS: u16 = 1210;
+/// ER_STMT_HAS_NO_OPEN_CURSOR.
+const ER_STMT_HAS_NO_OPEN_CURSOR: u16 = 1421;
+
+/// What executing a prepared statement does.
+enum Kind {
+    /// A data statement: routed at each execution.
+    Data {
+        analysis: Arc<Analysis>,
+        hints: RouteHints,
+    },
+    /// A session command without parameters (BEGIN, COMMIT, SET ...): run as text.
+    Session,
+}
+
+/// A statement the client prepared.
+pub struct PreparedStatement {
+    sql: Vec<u8>,
+    lexed: Lexed,
+    kind: Kind,
+    params: usize,
+    /// Parameter types of the last execution that sent them.
+    types: Option<Vec<(u8, u8)>>,
+    /// COM_STMT_SEND_LONG_DATA received since the last execution, per parameter.
+    long_data: Vec<Option<Vec<u8>>>,
+}
+
+/// The session's prepared statements.
+#[derive(Default)]
+pub struct Statements {
+    by_id: HashMap<u32, PreparedStatement>,
+    next_id: u32,
+}
+
+fn unknown(id: u32, command: &str) -> ProxyError {
+    ProxyError::client(
+        ER_UNKNOWN_STMT_HANDLER,
+        b"HY000",
+        format!("Unknown prepared statement handler ({id}) given to {command}"),
+    )
+}
+
+/// The MySQL error of a refused statement.
+fn refusal(r: &Refusal) -> ProxyError {
+    match r {
+        Refusal::NotYet(what) => ProxyError::not_yet(what),
+        Refusal::Unsupported(what) => ProxyError::unsupported(what),
+        Refusal::Unparsed(message) => ProxyError::not_yet(format!(
+            "statements on sharded tables that its SQL parser cannot read (parser: {message})"
+        )),
+    }
+}
+
+impl Session {
+    /// COM_STMT_PREPARE.
+    pub async fn prepare_statement(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+    ) -> Result<(), ProxyError> {
+        let lexed = lex(sql, self.lex_mode);
+        let params = lexed
+            .tokens
+            .iter()
+            .filter(|t| t.kind == TokenKind::Placeholder)
+            .count();
+        self.check_database_access(sql, &lexed)?;
+        match classify(sql, &lexed.tokens, self.lex_mode) {
+            Command::Statement => {}
+            Command::Administrative(what) => {
+                return Err(ProxyError::client(
+                    crate::error::ER_SPECIFIC_ACCESS_DENIED_ERROR,
+                    b"42000",
+                    format!(
+                        "Access denied; routekey-proxy does not forward administration statements ({what})"
+                    ),
+                ));
+            }
+            Command::Begin
+            | Command::Commit
+            | Command::Rollback
+            | Command::Savepoint(_)
+            | Command::RollbackTo(_)
+            | Command::ReleaseSavepoint(_)
+            | Command::Set(_)
+            | Command::Use(_)
+                if params == 0 =>
+            {
+                let id = self.register(sql, lexed, Kind::Session, 0);
+                return self.answer_prepare(client, id, 0, &[], &[], 0, None);
+            }
+            _ => {
+                return Err(ProxyError::client(
+                    ER_UNSUPPORTED_PS,
+                    b"HY000",
+                    "This command is not supported in the prepared statement protocol yet",
+                ));
+            }
+        }
+        let analysis = self.analysis(sql, &lexed)?;
+        if let Target::Refused(r) = &analysis.target {
+            return Err(match r {
+                Refusal::Unparsed(message) => self.validate_unparsed(sql, &lexed, message).await,
+                other => refusal(other),
+            });
+        }
+        let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
+        // The definitions come from the statement as the table's first shard (or the default
+        // datasource) prepares it.
+        let config = self.proxy.config.clone();
+        let st = Rewrite {
+            sql,
+            tokens: &lexed.tokens,
+        };
+        let values = self.session_values();
+        let (ds, text, names) = match &analysis.target {
+            Target::Sharded(plan) => {
+                let shard = &config.sharding.shards[self.proxy.router.first_shard() as usize];
+                (
+                    shard.datasource,
+                    st.for_shard(&analysis, plan, shard, &[], false, &values),
+                    Some(ResultNames::for_shard(&config, shard)),
+                )
+            }
+            _ => (
+                config.sharding.default_datasource,
+                st.unsharded(&analysis, &values).into_owned(),
+                None,
+            ),
+        };
+        let prepared = match self.connection(ds).await {
+            Ok(conn) => conn.prepare_cached(&text).await,
+            Err(e) => Err(e),
+        };
+        self.release_idle();
+        let meta = prepared?;
+        if usize::from(meta.statement.params) != params {
+            return Err(ProxyError::Internal(format!(
+                "the server counts {} parameters where the proxy counts {params}",
+                meta.statement.params
+            )));
+        }
+        let columns = usize::from(meta.statement.columns);
+        let id = self.register(sql, lexed, Kind::Data { analysis, hints }, params);
+        self.answer_prepare(
+            client,
+            id,
+            columns,
+            &meta.param_defs,
+            &meta.column_defs,
+            meta.warnings,
+            names.as_ref(),
+        )
+    }
+
+    fn register(&mut self, sql: &[u8], lexed: Lexed, kind: Kind, params: usize) -> u32 {
+        let statements = &mut self.statements;
+        statements.next_id = statements.next_id.wrapping_add(1).max(1);
+        let id = statements.next_id;
+        statements.by_id.insert(
+            id,
+            PreparedStatement {
+                sql: sql.to_vec(),
+                lexed,
+                kind,
+                params,
+                types: None,
+                long_data: vec![None; params],
+            },
+        );
+        id
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn answer_prepare(
+        &mut self,
+        client: &mut Client,
+        id: u32,
+        columns: usize,
+        param_defs: &[bytes::BytesMut],
+        column_defs: &[bytes::BytesMut],
+        warnings: u16,
+        names: Option<&ResultNames>,
+    ) -> Result<(), ProxyError> {
+        let mut ok = vec![0x00];
+        ok.extend_from_slice(&id.to_le_bytes());
+        ok.extend_from_slice(&(columns as u16).to_le_bytes());
+        ok.extend_from_slice(&(param_defs.len() as u16).to_le_bytes());
+        ok.push(0);
+        ok.extend_from_slice(&warnings.to_le_bytes());
+        client.packet(&ok)?;
+        let status = self.status();
+        for def in param_defs {
+            client.packet(def)?;
+        }
+        if !param_defs.is_empty() && !client.deprecate_eof() {
+            client.packet(&eof_packet(0, status))?;
+        }
+        for def in column_defs {
+            match names.and_then(|n| rewrite_column_definition(def, n)) {
+                Some(renamed) => client.packet(&renamed)?,
+                None => client.packet(def)?,
+            }
+        }
+        if !column_defs.is_empty() && !client.deprecate_eof() {
+            client.packet(&eof_packet(0, status))?;
+        }
+        Ok(())
+    }
+
+    /// COM_STMT_EXECUTE.
+    pub async fn execute_statement(
+        &mut self,
+        client: &mut Client,
+        payload: &[u8],
+    ) -> Result<(), ProxyError> {
+        let id = binary::statement_id(payload).ok_or_else(|| {
+            ProxyError::client(
+                ER_WRONG_ARGUMENTS,
+                b"HY000",
+                "Incorrect arguments to mysqld_stmt_execute",
+            )
+        })?;
+        let mut statement = self
+            .statements
+            .by_id
+            .remove(&id)
+            .ok_or_else(|| unknown(id, "mysqld_stmt_execute"))?;
+        let result = self.execute_with(client, &mut statement, payload).await;
+        // Long data is consumed by the execution, whatever its outcome.
+        statement.long_data.iter_mut().for_each(|d| *d = None);
+        self.statements.by_id.insert(id, statement);
+        result
+    }
+
+    async fn execute_with(
+        &mut self,
+        client: &mut Client,
+        statement: &mut PreparedStatement,
+        payload: &[u8],
+    ) -> Result<(), ProxyError> {
+        let long: Vec<bool> = statement.long_data.iter().map(Option::is_some).collect();
+        let execute =
+            binary::parse_execute(payload, statement.params, statement.types.as_deref(), &long)
+                .map_err(|m| {
+                    ProxyError::client(
+                        ER_WRONG_ARGUMENTS,
+                        b"HY000",
+                        format!("Incorrect arguments to mysqld_stmt_execute: {m}"),
+                    )
+                })?;
+        if execute.types_sent {
+            statement.types = Some(execute.params.iter().map(|p| p.kind).collect());
+        }
+        match &statement.kind {
+            Kind::Session => {
+                let sql = statement.sql.clone();
+                self.query(client, &sql).await
+            }
+            Kind::Data { analysis, hints } => {
+                let values: Vec<_> = execute
+                    .params
+                    .iter()
+                    .map(|p| param_value(payload, p))
+                    .collect();
+                let binding = Binding {
+                    payload,
+                    params: &execute.params,
+                    values: &values,
+                    long_data: &statement.long_data,
+                };
+                let (analysis, hints) = (analysis.clone(), hints.clone());
+                self.run_data(
+                    client,
+                    &statement.sql,
+                    &statement.lexed,
+                    &analysis,
+                    &hints,
+                    Some(&binding),
+                    false,
+                )
+                .await
+            }
+        }
+    }
+
+    /// COM_STMT_SEND_LONG_DATA (no reply): buffered until the next execution.
+    pub fn long_data(&mut self, body: &[u8]) {
+        let (Some(id), Some(param)) = (
+            binary::statement_id(body),
+            body.get(4..6)
+                .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]]))),
+        ) else {
+            return;
+        };
+        if let Some(s) = self.statements.by_id.get_mut(&id) {
+            if let Some(slot) = s.long_data.get_mut(param) {
+                slot.get_or_insert_with(Vec::new)
+                    .extend_from_slice(&body[6..]);
+            }
+        }
+    }
+
+    /// COM_STMT_RESET: forgets buffered long data.
+    pub fn reset_statement(&mut self, client: &mut Client, body: &[u8]) -> Result<(), ProxyError> {
+        let id = binary::statement_id(body).unwrap_or(0);
+        let s = self
+            .statements
+            .by_id
+            .get_mut(&id)
+            .ok_or_else(|| unknown(id, "mysqld_stmt_reset"))?;
+        s.long_data.iter_mut().for_each(|d| *d = None);
+        client.ok(&crate::protocol::packets::OkInfo {
+            status: self.status(),
+            ..Default::default()
+        })
+    }
+
+    /// COM_STMT_CLOSE (no reply).
+    pub fn close_statement(&mut self, body: &[u8]) {
+        if let Some(id) = binary::statement_id(body) {
+            self.statements.by_id.remove(&id);
+        }
+    }
+
+    /// COM_STMT_FETCH: the proxy never opens cursors (executions return all rows).
+    pub fn fetch(&mut self, body: &[u8]) -> ProxyError {
+        let id = binary::statement_id(body).unwrap_or(0);
+        if !self.statements.by_id.contains_key(&id) {
+            return unknown(id, "mysqld_stmt_fetch");
+        }
+        ProxyError::client(
+            ER_STMT_HAS_NO_OPEN_CURSOR,
+            b"HY000",
+            format!("The statement ({id}) has no open cursor."),
+        )
+    }
+
+    /// Sends nothing: a helper so the command loop names every statement command.
+    pub fn statement_command(code: u8) -> Option<ProtocolCommand> {
+        [
+            ProtocolCommand::COM_STMT_PREPARE,
+            ProtocolCommand::COM_STMT_EXECUTE,
+            ProtocolCommand::COM_STMT_SEND_LONG_DATA,
+            ProtocolCommand::COM_STMT_CLOSE,
+            ProtocolCommand::COM_STMT_RESET,
+            ProtocolCommand::COM_STMT_FETCH,
+        ]
+        .into_iter()
+        .find(|c| *c as u8 == code)
+    }
+}
