@@ -27,6 +27,8 @@ pub struct Proxy {
     pub pools: Pools,
     /// Analyses by statement shape.
     pub analyses: AnalysisCache,
+    /// Sessions by connection id (KILL).
+    pub sessions: crate::frontend::registry::Registry,
     /// The version string of the default datasource, learnt from its greeting.
     backend_version: tokio::sync::OnceCell<String>,
     /// Databases clients may not reach: the physical shard databases, the index table's
@@ -61,6 +63,7 @@ impl Proxy {
         protected.sort();
         protected.dedup();
         Arc::new(Self {
+            sessions: Default::default(),
             backend_version: tokio::sync::OnceCell::new(),
             protected_databases: protected,
             router: Router::new(config.clone(), MysqlIndexTable::new(&config)),

@@ -79,3 +79,55 @@ async fn kill_of_its_own_connection_closes_it_with_an_error_and_others_are_never
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn kill_query_of_another_session_stops_its_statement_on_the_right_backend_thread() {
+    use mysql_async::prelude::*;
+    use std::time::{Duration, Instant};
+    let mut config = config();
+    config.users.push(routekey_proxy::config::User {
+        name: "other".into(),
+        password: "other".into(),
+    });
+    let h = Harness::start_with(config).await;
+    let mut a = h.client().await;
+    let a_id = a.id();
+    let mut b = h.client().await;
+    let started = Instant::now();
+    let sleeper = tokio::spawn(async move {
+        let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(10)").await;
+        (r, a)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
+    let (r, mut a) = sleeper.await.unwrap();
+    // MariaDB ends an interrupted SLEEP with the value 1, or error 1317.
+    match r {
+        Ok(v) => assert_eq!(v, Some(1)),
+        Err(e) => assert_eq!(server_code::<()>(Err(e)), 1317),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_usable(&mut a).await;
+
+    // Another user may not kill it; KILL CONNECTION by its own user closes it.
+    let mut other = mysql_async::Conn::new(
+        mysql_async::OptsBuilder::from_opts(h.opts())
+            .user(Some("other"))
+            .pass(Some("other")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(error_code(&mut other, &format!("KILL {a_id}")).await, 1095);
+    b.query_drop(format!("KILL CONNECTION {a_id}"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        a.query_drop("SELECT 1").await.is_err(),
+        "the killed connection is closed"
+    );
+}

@@ -72,6 +72,26 @@ pub struct Extras {
     pub sets_insert_id: bool,
 }
 
+/// Marks a session's statement as running on a backend thread while it lives.
+struct Running<'a>(&'a crate::frontend::registry::SessionHandle);
+
+impl<'a> Running<'a> {
+    fn new(
+        handle: &'a crate::frontend::registry::SessionHandle,
+        ds: DatasourceId,
+        thread: u32,
+    ) -> Self {
+        handle.set_running(Some((ds, thread)));
+        Self(handle)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.set_running(None);
+    }
+}
+
 /// Keywords of statements that only read.
 const READ_VERBS: [&str; 7] = [
     "select", "show", "describe", "desc", "explain", "help", "do",
@@ -486,7 +506,10 @@ impl Session {
         extras: Extras,
         binding: Option<&Binding<'_>>,
     ) -> Result<(), ProxyError> {
+        let handle = self.handle.clone();
         let conn = self.connection(piece.datasource).await?;
+        // KILL QUERY from another connection reaches this backend thread.
+        let _running = Running::new(&handle, piece.datasource, conn.thread_id());
         if begin {
             conn.execute(if savepoint {
                 b"SAVEPOINT routekey_statement"

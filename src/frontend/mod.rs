@@ -7,6 +7,7 @@ mod data;
 pub mod handshake;
 mod prepared;
 mod query;
+pub mod registry;
 pub mod session;
 mod set;
 mod show;
@@ -81,7 +82,15 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     }
     loop {
         client.stream.reset_seq();
-        let packet = match client.stream.read_packet().await {
+        let handle = session.handle.clone();
+        if handle.killed() {
+            break;
+        }
+        let read = tokio::select! {
+            read = client.stream.read_packet() => read,
+            () = handle.killed_signal() => break,
+        };
+        let packet = match read {
             Ok(Some(p)) => p,
             Ok(None) => break,
             Err(e) => {
@@ -162,15 +171,9 @@ async fn command(
             let id = body
                 .get(..4)
                 .map(|b| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes"))));
-            if id == Some(u64::from(session.id)) {
-                return Ok(Next::Quit);
+            if let Err(e) = session.kill(client, false, id, false).await {
+                reply_error(session, client, &e)?;
             }
-            let e = ProxyError::client(
-                crate::error::ER_NO_SUCH_THREAD,
-                b"HY000",
-                format!("Unknown thread id: {}", id.unwrap_or(0)),
-            );
-            reply_error(session, client, &e)?;
         }
         c if Session::statement_command(c).is_some() => {
             let outcome = match Session::statement_command(c).expect("matched") {

@@ -157,12 +157,10 @@ impl Session {
                 query_only,
                 id,
                 own,
-            } => self.kill(
-                client,
-                query_only,
-                if own { Some(u64::from(self.id)) } else { id },
-                more,
-            ),
+            } => {
+                let target = if own { Some(u64::from(self.id)) } else { id };
+                self.kill(client, query_only, target, more).await
+            }
             Command::ShowRouteStats => self.show_route_stats(client, more),
             Command::Administrative(what) => Err(ProxyError::client(
                 ER_SPECIFIC_ACCESS_DENIED_ERROR,
@@ -301,29 +299,62 @@ impl Session {
 
     /// KILL of the client's own connection or query. Other ids are never forwarded to the
     /// backends, where the same number names some other thread.
-    fn kill(
+    /// KILL [CONNECTION | QUERY] id. The client's own connection closes (with MySQL's
+    /// error). Another session of the same user: its running statement is killed on the
+    /// backend thread that runs it (over a connection of its own), and for KILL CONNECTION
+    /// the session closes. Ids are never forwarded to backends, where the same number names
+    /// some other thread.
+    pub async fn kill(
         &mut self,
         client: &mut Client,
         query_only: bool,
         id: Option<u64>,
         more: bool,
     ) -> Result<(), ProxyError> {
-        match id {
-            Some(id) if id == u64::from(self.id) => {
-                if query_only {
-                    // Nothing of this session runs while it executes KILL.
-                    return self.ok(client, more);
-                }
-                // As MariaDB does: an error, then the connection closes.
-                client.error(&ProxyError::client(1927, b"70100", "Connection was killed"))?;
-                Err(ProxyError::ClientGone("killed by its own KILL".into()))
-            }
-            _ => Err(ProxyError::client(
+        let unknown = || {
+            ProxyError::client(
                 ER_NO_SUCH_THREAD,
                 b"HY000",
                 format!("Unknown thread id: {}", id.unwrap_or(0)),
-            )),
+            )
+        };
+        let target_id = id.and_then(|i| u32::try_from(i).ok()).ok_or_else(unknown)?;
+        if target_id == self.id {
+            if query_only {
+                // Nothing of this session runs while it executes KILL.
+                return self.ok(client, more);
+            }
+            // As MariaDB does: an error, then the connection closes.
+            client.error(&ProxyError::client(1927, b"70100", "Connection was killed"))?;
+            return Err(ProxyError::ClientGone("killed by its own KILL".into()));
         }
+        let target = self.proxy.sessions.get(target_id).ok_or_else(unknown)?;
+        if target.user != self.user {
+            return Err(ProxyError::client(
+                1095,
+                b"HY000",
+                format!("You are not owner of thread {target_id}"),
+            ));
+        }
+        if let Some((ds, thread)) = target.running() {
+            let datasource = self.proxy.config.datasource(ds).clone();
+            let mut conn = crate::backend::BackendConn::connect(
+                &datasource,
+                ds,
+                false,
+                self.proxy.config.server.max_packet_size,
+            )
+            .await?;
+            // The statement may have ended meanwhile: the thread is then idle and KILL
+            // QUERY does nothing (or the thread is gone: 1094, ignored).
+            let _ = conn
+                .execute(format!("KILL QUERY {thread}").as_bytes())
+                .await;
+        }
+        if !query_only {
+            target.kill();
+        }
+        self.ok(client, more)
     }
 }
 

@@ -21,6 +21,12 @@ use crate::server::Proxy;
 use crate::sql::charset::{Decoding, collation_names, decoding_for};
 use crate::sql::lexer::LexMode;
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.proxy.sessions.unregister(&self.handle);
+    }
+}
+
 /// One entry of `SHOW WARNINGS`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
@@ -87,6 +93,8 @@ pub struct Session {
     pub warnings: Vec<Diagnostic>,
     /// Prepared statements.
     pub statements: super::prepared::Statements,
+    /// This session as other sessions see it (KILL).
+    pub handle: Arc<super::registry::SessionHandle>,
     /// A backend connection holding part of a transaction or pinned state failed: the
     /// client connection must close after the error (why, for the log).
     pub lost: Option<String>,
@@ -131,6 +139,7 @@ impl Session {
         vars.insert("collation_connection".to_owned(), literal(&collation));
         vars.insert("autocommit".to_owned(), b"1".to_vec());
         vars.insert("last_insert_id".to_owned(), b"0".to_vec());
+        let handle = proxy.sessions.register(id, &user);
         Self {
             decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
             proxy,
@@ -152,6 +161,7 @@ impl Session {
             warnings: Vec::new(),
             lost: None,
             statements: Default::default(),
+            handle,
         }
     }
 
