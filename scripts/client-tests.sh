@@ -135,6 +135,20 @@ ROUTEKEY_PROXY_PORT="$PROXY_PORT" ROUTEKEY_DS0_PORT="$DS0_PORT" ROUTEKEY_DS1_POR
 ROUTEKEY_SANDBOX_DIR="$SANDBOX_DIR" PYTHONDONTWRITEBYTECODE=1 \
     "$VENV/bin/python" "$REPO_ROOT/tests/clients/run.py" "$@" </dev/null || rc=$?
 
+# Other client suites: each tests/clients/<suite>/run.sh installs what it needs and runs
+# against the same proxy (same environment). ROUTEKEY_CLIENT_SUITES limits them.
+for suite_run in "$REPO_ROOT"/tests/clients/*/run.sh; do
+    [[ -e "$suite_run" ]] || continue
+    suite="$(basename "$(dirname "$suite_run")")"
+    if [[ -n "${ROUTEKEY_CLIENT_SUITES:-}" && " $ROUTEKEY_CLIENT_SUITES " != *" $suite "* ]]; then
+        continue
+    fi
+    log "client suite $suite"
+    ROUTEKEY_PROXY_PORT="$PROXY_PORT" ROUTEKEY_DS0_PORT="$DS0_PORT" ROUTEKEY_DS1_PORT="$DS1_PORT" \
+    ROUTEKEY_SANDBOX_DIR="$SANDBOX_DIR" ROUTEKEY_VENV="$VENV" \
+        bash "$suite_run" </dev/null || { log "client suite $suite FAILED"; rc=1; }
+done
+
 if ! kill -0 "$proxy_pid" 2>/dev/null; then
     log "the proxy is no longer running (it crashed during the tests)"
     rc=1
