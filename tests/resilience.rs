@@ -212,3 +212,90 @@ async fn statements_too_long_to_parse_do_not_bring_the_proxy_down() {
     // A new client is served too: the process is alive.
     assert_usable(&mut h.client().await).await;
 }
+
+#[tokio::test]
+async fn versioned_comments_the_server_skips_are_not_read_as_filters() {
+    let h = Harness::start().await;
+    let id = seed().channels["EU_CHANNEL"].new_format_ids[0];
+    let mut c = h.client().await;
+    // MariaDB skips MySQL 5.7+ and future versions: these statements have no usable
+    // order id and must not run on one shard as if filtered.
+    for sql in [
+        format!("SELECT COUNT(*) FROM t_order WHERE 1=1 /*!80000 AND order_id = {id} */"),
+        format!("DELETE FROM t_order WHERE 1=1 /*!999999 AND order_id = {id} */"),
+        format!("UPDATE t_order SET note = 'x' WHERE 1=1 /*M!110000 AND order_id = {id} */"),
+    ] {
+        assert_eq!(error_code(&mut c, &sql).await, 1235, "{sql}");
+    }
+    // Versions the server runs are read as SQL.
+    let n: Option<u64> = c
+        .query_first(format!(
+            "SELECT COUNT(*) FROM t_order WHERE 1=1 /*!50000 AND order_id = {id} */"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(n, Some(1));
+}
+
+#[tokio::test]
+async fn administration_hidden_in_comments_lists_and_dynamic_sql_is_refused() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    for sql in [
+        "/*!50000 GRANT ALL ON *.* TO routekey_qa IDENTIFIED BY 'x' */",
+        "/*!CREATE USER routekey_qa*/",
+        "CREATE OR REPLACE USER routekey_qa",
+        "SET STATEMENT max_statement_time=100 FOR CREATE USER routekey_qa",
+        "SET NAMES utf8mb4, PASSWORD FOR root@localhost = PASSWORD('y')",
+        "CREATE PROCEDURE routekey_qa() CREATE USER routekey_qa",
+        "BACKUP STAGE START",
+        "SELECT LOAD_FILE('/etc/hostname')",
+    ] {
+        assert_eq!(error_code(&mut c, sql).await, 1227, "{sql}");
+    }
+    for sql in [
+        "PREPARE s FROM 'CREATE USER routekey_qa'",
+        "EXECUTE IMMEDIATE 'SELECT 1'",
+    ] {
+        assert_eq!(error_code(&mut c, sql).await, 1235, "{sql}");
+    }
+    assert_eq!(
+        error_code(&mut c, "SELECT COUNT(*) FROM /*!order_shards*/.t_order_0").await,
+        1044
+    );
+    let users: Option<u64> = backend(0)
+        .await
+        .query_first("SELECT COUNT(*) FROM mysql.user WHERE user = 'routekey_qa'")
+        .await
+        .unwrap();
+    assert_eq!(users, Some(0));
+    // A query of comments only is answered as the server does: OK.
+    c.query_drop("-- nothing here").await.unwrap();
+    c.query_drop("/* nor here */").await.unwrap();
+    assert_usable(&mut c).await;
+}
+
+#[tokio::test]
+async fn a_pooled_connection_killed_right_after_use_is_not_handed_out() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    for _ in 0..5 {
+        // The backend connection that served the last statement, killed by a DBA.
+        let thread: u64 = c
+            .query_first("SELECT @@pseudo_thread_id")
+            .await
+            .unwrap()
+            .unwrap();
+        backend(0)
+            .await
+            .query_drop(format!("KILL {thread}"))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let v: Option<u64> = c
+            .query_first("SELECT 1")
+            .await
+            .expect("a live connection is used");
+        assert_eq!(v, Some(1));
+    }
+}

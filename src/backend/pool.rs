@@ -89,6 +89,9 @@ impl Pools {
                     .connection_timeout(ds.checkout_timeout)
                     .idle_timeout(Some(ds.idle_timeout))
                     .test_on_check_out(false)
+                    // The most recently used connection first: warm, and its prepared
+                    // statements and session settings most likely to fit.
+                    .queue_strategy(bb8::QueueStrategy::Lifo)
                     .error_sink(Box::new(ConnectErrors(Arc::new(tx))))
                     .build_unchecked(BackendManager {
                         datasource: ds.clone(),

@@ -52,6 +52,7 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     };
     let mut client = login.client;
     let collation = login.collation;
+    let server_version = mariadb_version_number(&version);
     let mut session = Session::new(
         proxy,
         id,
@@ -61,6 +62,9 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
         collation,
         login.attributes,
     );
+    if let Some(v) = server_version {
+        session.lex_mode.server_version = v;
+    }
     tracing::debug!(connection = id, user = %session.user, "client connected");
     let welcome = match &login.database {
         Some(db) => session.select_database(db).await,
@@ -207,6 +211,20 @@ async fn command(
         }
     }
     Ok(Next::Continue)
+}
+
+/// `10.11.19-MariaDB` (or `5.5.5-10.11.19-MariaDB`) as MariaDB numbers versions: 101119.
+fn mariadb_version_number(version: &str) -> Option<u32> {
+    let v = version.strip_prefix("5.5.5-").unwrap_or(version);
+    let mut parts = v
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty());
+    let (major, minor, patch): (u32, u32, u32) = (
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+    );
+    Some(major * 10000 + minor * 100 + patch)
 }
 
 fn reply_error(

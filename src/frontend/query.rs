@@ -20,8 +20,12 @@ impl Session {
     pub async fn query(&mut self, client: &mut Client, text: &[u8]) -> Result<(), ProxyError> {
         let statements = split_statements(text, self.lex_mode);
         if statements.is_empty() {
-            let e = ProxyError::client(1065, b"42000", "Query was empty");
-            return client.error(&e);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                let e = ProxyError::client(1065, b"42000", "Query was empty");
+                return client.error(&e);
+            }
+            // Only comments: the server answers OK.
+            return self.ok(client, false);
         }
         let multi = client
             .caps
@@ -43,6 +47,9 @@ impl Session {
                 }
                 self.record_error(&e);
                 client.error(&e)?;
+                // Connections that failed are dropped now; if one held the transaction or
+                // pinned state, the session is lost.
+                self.release_idle();
                 if let Some(why) = &self.lost {
                     // As if the server had gone away: the client must not go on (and commit)
                     // as if its transaction or session state were intact.
@@ -162,6 +169,7 @@ impl Session {
                 self.kill(client, query_only, target, more).await
             }
             Command::ShowRouteStats => self.show_route_stats(client, more),
+            Command::Refused(what) => Err(ProxyError::unsupported(what)),
             Command::Administrative(what) => Err(ProxyError::client(
                 ER_SPECIFIC_ACCESS_DENIED_ERROR,
                 b"42000",

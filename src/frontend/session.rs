@@ -100,8 +100,9 @@ pub struct Session {
     pub lost: Option<String>,
 }
 
-/// Pooled connections idle longer than this are probed before use.
-const IDLE_PROBE_AFTER: Duration = Duration::from_millis(500);
+/// Pooled connections idle at least this long are probed before use (one non-blocking
+/// read, no round trip): a connection the server closed is discarded, not handed out.
+const IDLE_PROBE_AFTER: Duration = Duration::ZERO;
 
 /// Variables every session sets explicitly on its connections.
 const CHARSET_VARS: [&str; 4] = [
@@ -184,14 +185,26 @@ impl Session {
         if protected.is_empty() {
             return Ok(());
         }
-        for w in lexed.tokens.windows(2) {
+        // Executable comments are transparent: `/*!order_shards*/.t` names the database too.
+        let tokens: Vec<&crate::sql::lexer::Token> = lexed
+            .tokens
+            .iter()
+            .filter(|t| {
+                !matches!(
+                    t.kind,
+                    crate::sql::lexer::TokenKind::ExecCommentOpen
+                        | crate::sql::lexer::TokenKind::ExecCommentClose
+                )
+            })
+            .collect();
+        for w in tokens.windows(2) {
             if w[1].is_punct(sql, ".")
                 && matches!(
                     w[0].kind,
                     crate::sql::lexer::TokenKind::Word | crate::sql::lexer::TokenKind::QuotedIdent
                 )
             {
-                let name = crate::sql::command::ident_text(sql, &w[0], self.lex_mode);
+                let name = crate::sql::command::ident_text(sql, w[0], self.lex_mode);
                 self.check_database(&name)?;
             }
         }
@@ -293,14 +306,21 @@ impl Session {
     /// prepared for this session (and joined to its transaction).
     pub async fn connection(&mut self, ds: DatasourceId) -> Result<&mut BackendConn, ProxyError> {
         if !self.held.contains_key(&ds) {
-            let datasource = self.proxy.config.datasource(ds).clone();
-            let mut dead = 0;
-            let mut conn = loop {
-                let mut conn = self.proxy.pools.get(ds, self.found_rows()).await?;
-                if conn.still_alive(IDLE_PROBE_AFTER) {
-                    break conn;
-                }
-                // Closed by the server while idle (restart, wait_timeout, KILL): discarded.
+            let conn = self.fresh_connection(ds).await?;
+            self.held.insert(ds, conn);
+        }
+        Ok(self.held.get_mut(&ds).expect("inserted above"))
+    }
+
+    /// A pooled connection to `ds`, alive and prepared for this session. A connection the
+    /// server closed (restart, wait_timeout, KILL) is discarded and the next one tried; so
+    /// is one whose preparation fails on its socket.
+    async fn fresh_connection(&mut self, ds: DatasourceId) -> Result<PooledConn, ProxyError> {
+        let datasource = self.proxy.config.datasource(ds).clone();
+        let mut dead = 0;
+        loop {
+            let mut conn = self.proxy.pools.get(ds, self.found_rows()).await?;
+            if !conn.still_alive(IDLE_PROBE_AFTER) {
                 conn.mark_broken();
                 dead += 1;
                 if dead > datasource.pool_size {
@@ -309,26 +329,27 @@ impl Session {
                         datasource.name, datasource.address
                     )));
                 }
-            };
+                continue;
+            }
             let prepared =
                 tokio::time::timeout(datasource.connect_timeout, self.prepare(&mut conn, ds)).await;
             let failure = match prepared {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e),
-                Err(_) => Some(ProxyError::Unavailable(format!(
+                Ok(Ok(())) => return Ok(conn),
+                Ok(Err(e)) => e,
+                Err(_) => ProxyError::Unavailable(format!(
                     "datasource {} ({}): no answer within {:?}",
                     datasource.name, datasource.address, datasource.connect_timeout
-                ))),
+                )),
             };
-            if let Some(e) = failure {
-                if !matches!(e, ProxyError::Backend { .. }) {
-                    conn.mark_broken();
-                }
-                return Err(e);
+            let retry = matches!(failure, ProxyError::Io(_)) && dead < 2;
+            if !matches!(failure, ProxyError::Backend { .. }) {
+                conn.mark_broken();
             }
-            self.held.insert(ds, conn);
+            if !retry {
+                return Err(failure);
+            }
+            dead += 1;
         }
-        Ok(self.held.get_mut(&ds).expect("inserted above"))
     }
 
     /// Applies the session's variables and database to a connection, and joins it to the

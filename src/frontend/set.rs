@@ -218,6 +218,7 @@ impl Session {
                         no_backslash_escapes: upper.contains("NO_BACKSLASH_ESCAPES"),
                         ansi_quotes: upper.contains("ANSI_QUOTES") || ansi,
                         pipes_as_concat: upper.contains("PIPES_AS_CONCAT") || ansi,
+                        server_version: self.lex_mode.server_version,
                     };
                 }
                 "character_set_client" => {

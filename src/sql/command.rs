@@ -72,6 +72,8 @@ pub enum Command {
     /// DATABASE`, `SHUTDOWN`, `LOAD DATA`, `... INTO OUTFILE`, ...): the proxy logs in to
     /// its backends with a service account and never lets clients use it for these.
     Administrative(String),
+    /// A statement the proxy refuses outright (dynamic SQL), with the reason.
+    Refused(String),
     /// Any other statement: analysed as data.
     Statement,
 }
@@ -93,12 +95,49 @@ pub enum SetItem {
         /// Applies to the session, not only the next transaction.
         session: bool,
     },
-    /// `SET PASSWORD`, `SET ROLE`, `SET STATEMENT ... FOR`, ...
+    /// `PASSWORD`, `ROLE`, `DEFAULT ROLE`: account administration.
+    Administrative(String),
+    /// Anything else.
     Other,
 }
 
-/// Recognizes a command from a statement's tokens.
-pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
+/// Recognizes a command from a statement's tokens. Executable comments the server runs
+/// (`/*!50000 GRANT ... */`) are read as the statement they hold.
+pub fn classify(sql: &[u8], all_tokens: &[Token], mode: LexMode) -> Command {
+    // The statement without executable-comment delimiters, and where each token came from.
+    let (origin, tokens): (Vec<usize>, Vec<Token>) = all_tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| {
+            !matches!(
+                t.kind,
+                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+            )
+        })
+        .map(|(i, t)| (i, t.clone()))
+        .unzip();
+    let command = classify_plain(sql, &tokens, mode);
+    match command {
+        Command::TableInfo {
+            table,
+            database,
+            names_in_rows,
+        } => {
+            let back = |s: TokSpan| TokSpan {
+                first: origin[s.first as usize] as u32,
+                last: origin[s.last as usize] as u32,
+            };
+            Command::TableInfo {
+                table: back(table),
+                database: database.map(back),
+                names_in_rows,
+            }
+        }
+        other => other,
+    }
+}
+
+fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
     let words: Vec<String> = tokens
         .iter()
         .take(6)
@@ -108,15 +147,58 @@ pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
         })
         .collect();
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
-    let n = tokens.len();
-    let name_at = |i: usize| tokens.get(i).map(|t| ident_text(sql, t, mode));
     if let Some(what) = administrative(sql, tokens, &words) {
         return Command::Administrative(what);
     }
     match w(0) {
+        "prepare" | "deallocate" => return dynamic_sql(),
+        "execute" => return dynamic_sql(),
+        "drop" if w(1) == "prepare" => return dynamic_sql(),
+        "set" if w(1) == "statement" => {
+            // SET STATEMENT var = value [, ...] FOR <statement>: the statement decides.
+            let mut depth = 0i32;
+            for (i, t) in tokens.iter().enumerate() {
+                if t.is_punct(sql, "(") {
+                    depth += 1;
+                } else if t.is_punct(sql, ")") {
+                    depth -= 1;
+                } else if depth == 0 && t.is_word(sql, "for") {
+                    return match classify_plain(sql, &tokens[i + 1..], mode) {
+                        c @ (Command::Administrative(_) | Command::Refused(_)) => c,
+                        _ => Command::Statement,
+                    };
+                }
+            }
+            return Command::Statement;
+        }
+        _ => {}
+    }
+    let command = classify_session(sql, tokens, &words, mode);
+    if let Command::Set(items) = &command {
+        if let Some(SetItem::Administrative(what)) = items
+            .iter()
+            .find(|i| matches!(i, SetItem::Administrative(_)))
+        {
+            return Command::Administrative(what.clone());
+        }
+    }
+    command
+}
+
+fn dynamic_sql() -> Command {
+    Command::Refused(
+        "dynamic SQL (PREPARE ... FROM, EXECUTE, EXECUTE IMMEDIATE): the statement it runs could not be routed or checked; use the binary protocol's prepared statements".to_owned(),
+    )
+}
+
+fn classify_session(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Command {
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    let n = tokens.len();
+    let name_at = |i: usize| tokens.get(i).map(|t| ident_text(sql, t, mode));
+    match w(0) {
         "begin" if n == 1 || (n == 2 && w(1) == "work") => Command::Begin,
         "start" if w(1) == "transaction" => Command::Begin,
-        "commit" | "rollback" => transaction_end(sql, tokens, &words),
+        "commit" | "rollback" => transaction_end(sql, tokens, words),
         "savepoint" if n == 2 => Command::Savepoint(name_at(1).unwrap_or_default()),
         "release" if w(1) == "savepoint" && n == 3 => {
             Command::ReleaseSavepoint(name_at(2).unwrap_or_default())
@@ -141,7 +223,7 @@ pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
                 own,
             }
         }
-        "show" => show(sql, tokens, &words, mode),
+        "show" => show(sql, tokens, words, mode),
         "desc" | "describe" if n >= 2 => table_info(sql, tokens, 1, false, false),
         // EXPLAIN tbl is DESCRIBE tbl; EXPLAIN SELECT ... is a statement.
         "explain"
@@ -181,31 +263,106 @@ fn administrative(sql: &[u8], tokens: &[Token], words: &[String]) -> Option<Stri
     let found = match (w(0), w(1)) {
         (
             "grant" | "revoke" | "shutdown" | "install" | "uninstall" | "flush" | "purge"
-            | "binlog" | "cache",
+            | "binlog" | "cache" | "backup",
             _,
         ) => Some(label(1)),
         ("change", "master" | "replication") => Some(label(2)),
         ("start" | "stop", "slave" | "replica" | "all") => Some(label(2)),
         ("reset", "master" | "slave" | "replica" | "binary") => Some(label(2)),
         ("load", "data" | "xml" | "index") => Some(label(2)),
-        (
-            "create" | "drop" | "alter" | "rename",
-            "user" | "role" | "server" | "database" | "schema",
-        ) => Some(label(2)),
         ("set", "password" | "role" | "default") => Some(label(2)),
+        ("create" | "drop" | "alter" | "rename", _) => object_type(sql, tokens)
+            .filter(|o| {
+                [
+                    "user",
+                    "role",
+                    "server",
+                    "database",
+                    "schema",
+                    "procedure",
+                    "function",
+                    "trigger",
+                    "event",
+                ]
+                .contains(&o.as_str())
+            })
+            .map(|o| format!("{} {}", w(0).to_ascii_uppercase(), o.to_ascii_uppercase())),
         _ => None,
     };
     if found.is_some() {
         return found;
     }
-    // SELECT ... INTO OUTFILE/DUMPFILE writes a file on the server's host.
+    // SELECT ... INTO OUTFILE/DUMPFILE writes a file on the server's host; LOAD_FILE()
+    // reads one.
+    if tokens.windows(2).any(|p| {
+        p[0].is_word(sql, "into") && (p[1].is_word(sql, "outfile") || p[1].is_word(sql, "dumpfile"))
+    }) {
+        return Some("SELECT ... INTO OUTFILE".to_owned());
+    }
     tokens
         .windows(2)
-        .any(|p| {
-            p[0].is_word(sql, "into")
-                && (p[1].is_word(sql, "outfile") || p[1].is_word(sql, "dumpfile"))
-        })
-        .then(|| "SELECT ... INTO OUTFILE".to_owned())
+        .any(|p| p[0].is_word(sql, "load_file") && p[1].is_punct(sql, "("))
+        .then(|| "LOAD_FILE()".to_owned())
+}
+
+/// The kind of object a CREATE/DROP/ALTER/RENAME names: the first word after the verb that
+/// is not a modifier (`OR REPLACE`, `DEFINER = ...`, `IF NOT EXISTS`, ...). Stops at a
+/// table, index or view, so column names are never taken for it.
+fn object_type(sql: &[u8], tokens: &[Token]) -> Option<String> {
+    const MODIFIERS: [&str; 14] = [
+        "or",
+        "replace",
+        "definer",
+        "current_user",
+        "if",
+        "not",
+        "exists",
+        "sql",
+        "security",
+        "invoker",
+        "aggregate",
+        "online",
+        "offline",
+        "ignore",
+    ];
+    const OBJECTS: [&str; 9] = [
+        "user",
+        "role",
+        "server",
+        "database",
+        "schema",
+        "procedure",
+        "function",
+        "trigger",
+        "event",
+    ];
+    const STOPS: [&str; 8] = [
+        "table",
+        "index",
+        "view",
+        "temporary",
+        "unique",
+        "fulltext",
+        "spatial",
+        "sequence",
+    ];
+    for t in tokens.iter().skip(1).take(16) {
+        if t.is_punct(sql, "(") {
+            return None;
+        }
+        if t.kind != TokenKind::Word {
+            continue;
+        }
+        let word = String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase();
+        if OBJECTS.contains(&word.as_str()) || STOPS.contains(&word.as_str()) {
+            return Some(word);
+        }
+        if !MODIFIERS.contains(&word.as_str()) {
+            // DEFINER = name@host: keep looking past the account name.
+            continue;
+        }
+    }
+    None
 }
 
 fn transaction_end(sql: &[u8], tokens: &[Token], words: &[String]) -> Command {
@@ -421,7 +578,10 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
         }
         "global" | "persist" | "persist_only" => SetItem::GlobalVar(word(1)),
         "session" | "local" => SetItem::SessionVar(word(1)),
-        "password" | "role" | "default" => SetItem::Other,
+        "password" | "role" => {
+            SetItem::Administrative(format!("SET {}", word(0).to_ascii_uppercase()))
+        }
+        "default" if word(1) == "role" => SetItem::Administrative("SET DEFAULT ROLE".to_owned()),
         _ if first.kind == TokenKind::Word
             && tokens
                 .get(1)
@@ -603,5 +763,73 @@ mod tests {
                 own: false
             }
         );
+    }
+
+    #[test]
+    fn administration_is_recognized() {
+        for sql in [
+            "SET PASSWORD = PASSWORD('x')",
+            "set password for root@localhost = 'x'",
+            "GRANT ALL ON *.* TO x",
+            "CREATE USER x",
+            "drop database order_shards",
+            "DROP SCHEMA orders",
+            "SHUTDOWN",
+            "FLUSH TABLES WITH READ LOCK",
+            "LOAD DATA INFILE '/etc/passwd' INTO TABLE t_merchant",
+            "SELECT * FROM t_merchant INTO OUTFILE '/tmp/x'",
+            "SET ROLE admin",
+            "STOP SLAVE",
+            "/*!50000 GRANT ALL ON *.* TO x */",
+            "/*!CREATE USER y*/",
+            "CREATE OR REPLACE USER z",
+            "CREATE OR REPLACE DATABASE d",
+            "SET STATEMENT max_statement_time=100 FOR CREATE USER q",
+            "SET NAMES utf8mb4, PASSWORD FOR x = PASSWORD('y')",
+            "SET autocommit=1, ROLE NONE",
+            "CREATE DEFINER=root@localhost PROCEDURE p() SELECT 1",
+            "CREATE PROCEDURE p() CREATE USER u",
+            "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1",
+            "BACKUP STAGE START",
+            "SELECT LOAD_FILE('/etc/hostname')",
+        ] {
+            assert!(
+                matches!(cmd(sql), Command::Administrative(_)),
+                "{sql}: {:?}",
+                cmd(sql)
+            );
+        }
+        assert_eq!(cmd("START TRANSACTION"), Command::Begin);
+        assert_eq!(cmd("CREATE TABLE t (a INT)"), Command::Statement);
+        assert_eq!(
+            cmd("CREATE TABLE t (user INT, role INT)"),
+            Command::Statement
+        );
+        assert_eq!(
+            cmd("CREATE OR REPLACE VIEW v AS SELECT user FROM t"),
+            Command::Statement
+        );
+        assert_eq!(cmd("DROP TABLE IF EXISTS user"), Command::Statement);
+        assert_eq!(cmd("SELECT 'into outfile'"), Command::Statement);
+        for sql in [
+            "PREPARE s FROM 'SELECT 1'",
+            "EXECUTE s",
+            "EXECUTE IMMEDIATE 'SELECT 1'",
+            "DEALLOCATE PREPARE s",
+        ] {
+            assert!(matches!(cmd(sql), Command::Refused(_)), "{sql}");
+        }
+        assert_eq!(
+            cmd("SET STATEMENT max_statement_time=1 FOR SELECT 1"),
+            Command::Statement
+        );
+        // Executable comments around a table name keep their token positions.
+        assert!(matches!(
+            cmd("DESCRIBE /*!50000 orders.t_order */"),
+            Command::TableInfo {
+                table: TokSpan { first: 2, last: 4 },
+                ..
+            }
+        ));
     }
 }

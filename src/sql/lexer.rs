@@ -9,8 +9,9 @@
 
 use std::ops::Range;
 
-/// How strings and quotes are read, from the session's `sql_mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// How strings and quotes are read, from the session's `sql_mode`, and which executable
+/// comments the server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LexMode {
     /// `NO_BACKSLASH_ESCAPES`: a backslash in a string is an ordinary character.
     pub no_backslash_escapes: bool,
@@ -19,6 +20,38 @@ pub struct LexMode {
     /// `PIPES_AS_CONCAT`: `||` concatenates; otherwise it is OR. The lexer reads both the
     /// same; the analysis depends on it.
     pub pipes_as_concat: bool,
+    /// The backends' version as MariaDB numbers it (10.11.19 is 101119): a versioned
+    /// executable comment the server skips is a plain comment here too.
+    pub server_version: u32,
+}
+
+impl Default for LexMode {
+    fn default() -> Self {
+        Self {
+            no_backslash_escapes: false,
+            ansi_quotes: false,
+            pipes_as_concat: false,
+            server_version: 101100,
+        }
+    }
+}
+
+impl LexMode {
+    /// Whether MariaDB runs the content of `/*!NNNNN ...*/` or `/*M!NNNNNN ...*/`: always
+    /// without a version; MySQL versions (5 digits) below 5.7 only; MariaDB versions
+    /// (6 digits, and every `/*M!`) up to its own.
+    pub fn runs_versioned_comment(
+        &self,
+        mariadb_only: bool,
+        version: Option<u32>,
+        digits: usize,
+    ) -> bool {
+        match version {
+            None => true,
+            Some(v) if !mariadb_only && digits == 5 => v < 50700,
+            Some(v) => v <= self.server_version,
+        }
+    }
 }
 
 /// What a token is.
@@ -256,13 +289,24 @@ impl<'a> Lexer<'a> {
         };
         if let Some(prefix) = exec_prefix {
             if !self.in_exec_comment {
-                let mut end = after + prefix;
-                while self.sql.get(end).is_some_and(u8::is_ascii_digit) {
+                let digits_start = after + prefix;
+                let mut end = digits_start;
+                while self.sql.get(end).is_some_and(u8::is_ascii_digit) && end - digits_start < 6 {
                     end += 1;
                 }
-                self.pos = end;
-                self.in_exec_comment = true;
-                return Some(self.token(TokenKind::ExecCommentOpen, start));
+                let digits = end - digits_start;
+                let version = std::str::from_utf8(&self.sql[digits_start..end])
+                    .ok()
+                    .and_then(|v| v.parse().ok());
+                if self
+                    .mode
+                    .runs_versioned_comment(prefix == 2, version, digits)
+                {
+                    self.pos = end;
+                    self.in_exec_comment = true;
+                    return Some(self.token(TokenKind::ExecCommentOpen, start));
+                }
+                // A version the server skips: a plain comment.
             }
         }
         let close = self.sql[after..]
@@ -569,6 +613,19 @@ mod tests {
         assert!(lexed.comments[3].optimizer_hint);
         // `--` without a following space is two minus signs.
         assert_eq!(kinds("SELECT 1--1").len(), 5);
+    }
+
+    #[test]
+    fn versioned_comments_the_server_skips_are_plain_comments() {
+        let skipped = |sql: &str| lex(sql.as_bytes(), LexMode::default()).tokens.len() == 1;
+        assert!(!skipped("1 /*!50000 AND x */"));
+        assert!(skipped("1 /*!80000 AND x */"));
+        assert!(skipped("1 /*!50700 AND x */"));
+        assert!(!skipped("1 /*!100100 AND x */"));
+        assert!(skipped("1 /*!999999 AND x */"));
+        assert!(!skipped("1 /*M!100100 AND x */"));
+        assert!(skipped("1 /*M!110000 AND x */"));
+        assert!(!skipped("1 /*! AND x */"));
     }
 
     #[test]
