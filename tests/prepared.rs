@@ -190,3 +190,61 @@ async fn session_statements_and_unsharded_tables_work_prepared() {
     assert_eq!(server_code(r), 1295);
     assert_usable(&mut c).await;
 }
+
+#[tokio::test]
+async fn long_data_is_sent_ahead_of_the_execution_on_the_shard_and_reset_clears_it() {
+    let h = Harness::start().await;
+    let id = fresh_new_id_on(3, 1); // BIZ, ds1
+    let cleanup = Cleanup::new(&[id]);
+    let mut c = h.client().await;
+    exec(&mut c, &insert_order_sql(id, "BIZ_CHANNEL", "before")).await;
+    let mut raw = RawClient::connect(h.addr).await;
+    // COM_STMT_PREPARE: OK, two parameter definitions, EOF.
+    let prepared = raw
+        .command(0x16, b"UPDATE t_order SET note = ? WHERE order_id = ?")
+        .await;
+    assert_eq!(prepared[0][0], 0x00, "{prepared:?}");
+    let definitions = raw.read_until_eof().await;
+    assert_eq!(definitions.len(), 3, "two parameter definitions and EOF");
+    let stmt = prepared[0][1..5].to_vec();
+    // The note arrives as long data, in two pieces.
+    for chunk in [&b"long "[..], b"data"] {
+        let mut body = stmt.clone();
+        body.extend_from_slice(&0u16.to_le_bytes());
+        body.extend_from_slice(chunk);
+        raw.send(0x18, &body).await;
+    }
+    let execute = |with_note: Option<&[u8]>| {
+        let mut body = stmt.clone();
+        body.push(0); // no cursor
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.push(0); // null bitmap
+        body.push(1); // types follow
+        body.extend_from_slice(&[253, 0, 8, 0x80]); // VAR_STRING, LONGLONG UNSIGNED
+        if let Some(note) = with_note {
+            body.push(note.len() as u8);
+            body.extend_from_slice(note);
+        }
+        body.extend_from_slice(&id.to_le_bytes());
+        body
+    };
+    let reply = raw.command(0x17, &execute(None)).await;
+    assert_eq!(reply[0][0], 0x00, "{reply:?}");
+    // t_order's note is its seventh column.
+    let note = |row: Option<Vec<Value>>| row.map(|r| r[6].clone());
+    let shard = expected_shard("BIZ_CHANNEL", id);
+    assert_eq!(
+        note(physical_row(shard, id).await),
+        Some(Value::Bytes(b"long data".to_vec()))
+    );
+    // Long data went with that execution; after COM_STMT_RESET the value comes inline.
+    let reset = raw.command(0x1a, &stmt).await;
+    assert_eq!(reset[0][0], 0x00);
+    let reply = raw.command(0x17, &execute(Some(b"inline"))).await;
+    assert_eq!(reply[0][0], 0x00, "{reply:?}");
+    assert_eq!(
+        note(physical_row(shard, id).await),
+        Some(Value::Bytes(b"inline".to_vec()))
+    );
+    drop(cleanup);
+}

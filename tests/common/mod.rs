@@ -701,6 +701,26 @@ impl RawClient {
         }
     }
 
+    /// Reads packets up to an EOF or ERR packet (included).
+    pub async fn read_until_eof(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            let (_, p) = read_packet(&mut self.stream).await;
+            let end = p[0] == 0xFF || (p[0] == 0xFE && p.len() < 9);
+            out.push(p);
+            if end {
+                return out;
+            }
+        }
+    }
+
+    /// Sends a command without reading a reply (COM_STMT_SEND_LONG_DATA, COM_STMT_CLOSE).
+    pub async fn send(&mut self, code: u8, body: &[u8]) {
+        let mut payload = vec![code];
+        payload.extend_from_slice(body);
+        write_packet(&mut self.stream, 0, &payload).await;
+    }
+
     /// Sends any command and reads packets until an EOF or ERR packet (included).
     pub async fn command(&mut self, code: u8, body: &[u8]) -> Vec<Vec<u8>> {
         let mut payload = vec![code];

@@ -57,4 +57,4 @@ javac -nowarn -encoding UTF-8 -d "$BUILD_DIR" -cp "$CP" "$HERE"/src/*.java >&2 \
     || die "javac failed"
 
 # --- run ---------------------------------------------------------------------------------------
-exec java -Dfile.encoding=UTF-8 -Xss1m -cp "$BUILD_DIR:$CP" ProxyClientSuite "$@"
+exec java -Dfile.encoding=UTF-8 -Duser.timezone=UTC -cp "$BUILD_DIR:$CP" ProxyClientSuite "$@"

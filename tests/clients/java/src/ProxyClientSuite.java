@@ -50,7 +50,7 @@ import java.util.regex.Pattern;
  * labels; table and schema names logical through the proxy). Writes are checked by reading the
  * physical tables directly. Prints PASS/FAIL per check and a summary; exits 1 on any failure.
  */
-public final class ProxyClientSuite {
+public class ProxyClientSuite {
     // ---------------------------------------------------------------------------------------
     // Environment and topology
     // ---------------------------------------------------------------------------------------
