@@ -737,9 +737,9 @@ public class ProxyClientSuite {
             out.println("FAIL setup: " + describe(e));
             System.exit(1);
         }
-        out.println("java suite: Connector/J " + org.mariadb.jdbc.Driver.class.getPackage().getImplementationVersion()
-            + ", HikariCP " + HikariDataSource.class.getPackage().getImplementationVersion()
-            + ", proxy 127.0.0.1:" + proxyPort + ", ds0 :" + DS_PORT.get("ds0") + ", ds1 :" + DS_PORT.get("ds1"));
+        java.sql.Driver drv = DriverManager.getDriver(proxyUrl(""));
+        out.println("java suite: MariaDB Connector/J " + drv.getMajorVersion() + "." + drv.getMinorVersion()
+            + ", Java " + System.getProperty("java.version") + ", proxy 127.0.0.1:" + proxyPort + ", ds0 :" + DS_PORT.get("ds0") + ", ds1 :" + DS_PORT.get("ds1"));
         try {
             for (Mode m : MODES) {
                 ReadChecks.run(m);

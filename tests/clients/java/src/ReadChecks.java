@@ -171,15 +171,16 @@ final class ReadChecks extends ProxyClientSuite {
         });
 
         check(tag + "binary values: VARBINARY, MEDIUMBLOB and byte[] parameters (all 256 byte values)", () -> {
-            byte[] raw = new byte[256 + 8];
+            byte[] tail = "\ud83d\ude80\u00e9\u0000".getBytes(StandardCharsets.UTF_8);
+            byte[] raw = new byte[256 + tail.length];
             for (int i = 0; i < 256; i++) {
                 raw[i] = (byte) i;
             }
-            System.arraycopy("\ud83d\ude80\u00e9\u0000".getBytes(StandardCharsets.UTF_8), 0, raw, 256, 8);
+            System.arraycopy(tail, 0, raw, 256, tail.length);
             String hex = hex(raw);
             try (Conns c = new Conns(m.props())) {
                 for (Order o : List.of(P.get("emoji"), P.get("legacyDs1"))) {
-                    Snap s = compareQuery(c, SQL_BIN, o.shard, "setBytes(1..3, <264 bytes 0x00..0xff + UTF-8>), setLong(4, " + o.id + ") -- " + o,
+                    Snap s = compareQuery(c, SQL_BIN, o.shard, "setBytes(1..3, <263 bytes: 0x00..0xff + UTF-8 of rocket, e-acute, NUL>), setLong(4, " + o.id + ") -- " + o,
                         ps -> {
                             ps.setBytes(1, raw);
                             ps.setBytes(2, raw);
