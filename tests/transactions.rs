@@ -385,3 +385,33 @@ async fn status_flags_report_the_clients_transaction_as_mariadb_does() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_failed_write_with_autocommit_off_is_rolled_back_with_its_transaction() {
+    let h = Harness::start().await;
+    let id = seed().channels["EU_CHANNEL"].new_format_ids[5];
+    let mut c = h.client().await;
+    exec(&mut c, "SET autocommit = 0").await;
+    // A duplicate key: the statement fails, but its transaction (and its lock on the key)
+    // stays open on the server until the client ends it.
+    let r = c
+        .query_drop(insert_order_sql(id, "EU_CHANNEL", "dup"))
+        .await;
+    assert_eq!(server_code(r), 1062);
+    let in_trans: Option<u64> = c.query_first("SELECT @@in_transaction").await.unwrap();
+    assert_eq!(in_trans, Some(1), "the client sees its transaction");
+    exec(&mut c, "ROLLBACK").await;
+    // Nothing is left holding the row.
+    let (ds, table, _) = physical(expected_shard("EU_CHANNEL", id));
+    let mut direct = backend(ds).await;
+    direct
+        .query_drop("SET SESSION innodb_lock_wait_timeout = 2")
+        .await
+        .unwrap();
+    direct
+        .query_drop(format!(
+            "UPDATE {table} SET status = status WHERE order_id = {id}"
+        ))
+        .await
+        .expect("no lock left behind");
+}

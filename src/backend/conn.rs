@@ -265,6 +265,14 @@ impl BackendConn {
         self.status & StatusFlags::SERVER_STATUS_IN_TRANS.bits() != 0
     }
 
+    /// After a statement failed inside a transaction (explicit, or implicit with autocommit
+    /// off): the error packet carries no status, but the server keeps the transaction open
+    /// (and the failed statement's locks), so the connection is treated as in one until
+    /// COMMIT or ROLLBACK says otherwise.
+    pub fn assume_in_transaction(&mut self) {
+        self.status |= StatusFlags::SERVER_STATUS_IN_TRANS.bits();
+    }
+
     /// The last status flags the backend reported.
     pub fn status(&self) -> u16 {
         self.status

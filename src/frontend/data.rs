@@ -62,6 +62,36 @@ pub struct Binding<'a> {
     pub long_data: &'a [Option<Vec<u8>>],
 }
 
+/// A data statement's text: what is routed, and a prefix sent ahead of it to every shard
+/// (`SET STATEMENT ... FOR `).
+pub struct StatementText<'a> {
+    /// The statement that is analysed and rewritten.
+    pub sql: &'a [u8],
+    /// Its tokens.
+    pub lexed: &'a Lexed,
+    /// Bytes sent before it, unchanged.
+    pub prefix: &'a [u8],
+}
+
+/// Where the statement of `SET STATEMENT ... FOR <statement>` starts.
+fn set_statement_body(sql: &[u8], lexed: &Lexed) -> Option<usize> {
+    let tokens = &lexed.tokens;
+    if !(tokens.first()?.is_word(sql, "set") && tokens.get(1)?.is_word(sql, "statement")) {
+        return None;
+    }
+    let mut depth = 0i32;
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth -= 1;
+        } else if depth == 0 && t.is_word(sql, "for") {
+            return tokens.get(i + 1).map(|t| t.range.start);
+        }
+    }
+    None
+}
+
 /// Session values a statement changes on its backend connection that its OK packet does
 /// not carry: read back right after it runs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -112,12 +142,27 @@ impl Session {
         lexed: &Lexed,
         more: bool,
     ) -> Result<(), ProxyError> {
+        let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
+        // SET STATEMENT var = value FOR <statement> (Connector/J's query timeout): the
+        // statement is routed and rewritten; the prefix goes with it to each shard.
+        let (prefix, sql, inner_lexed) = match set_statement_body(sql, lexed) {
+            Some(start) => {
+                let (prefix, inner) = sql.split_at(start);
+                (
+                    prefix,
+                    inner,
+                    Some(crate::sql::lexer::lex(inner, self.lex_mode)),
+                )
+            }
+            None => (&[][..], sql, None),
+        };
+        let lexed = inner_lexed.as_ref().unwrap_or(lexed);
         let analysis = self.analysis(sql, lexed)?;
         if let Target::Refused(Refusal::Unparsed(message)) = &analysis.target {
             return Err(self.validate_unparsed(sql, lexed, message).await);
         }
-        let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
-        self.run_data(client, sql, lexed, &analysis, &hints, None, more)
+        let text = StatementText { sql, lexed, prefix };
+        self.run_data(client, &text, &analysis, &hints, None, more)
             .await
     }
 
@@ -127,13 +172,13 @@ impl Session {
     pub async fn run_data(
         &mut self,
         client: &mut Client,
-        sql: &[u8],
-        lexed: &Lexed,
+        text: &StatementText<'_>,
         analysis: &Analysis,
         hints: &crate::sql::hints::RouteHints,
         binding: Option<&Binding<'_>>,
         more: bool,
     ) -> Result<(), ProxyError> {
+        let (sql, lexed) = (text.sql, text.lexed);
         let values = StatementValues {
             sql,
             tokens: &lexed.tokens,
@@ -151,9 +196,14 @@ impl Session {
             self.end_transaction(b"COMMIT").await?;
         }
         if plan.route == Route::NoRows {
-            return self.no_rows(client, analysis.verb, binding.is_none(), more);
+            return self.no_rows(client, more);
         }
-        let pieces = self.pieces(sql, lexed, analysis, &plan, binding.is_some());
+        let mut pieces = self.pieces(sql, lexed, analysis, &plan, binding.is_some());
+        if !text.prefix.is_empty() {
+            for piece in &mut pieces {
+                piece.sql.splice(0..0, text.prefix.iter().copied());
+            }
+        }
         for (id, channel) in &plan.index_writes {
             self.proxy.router.write_index(*id, *channel).await?;
         }
@@ -354,25 +404,13 @@ impl Session {
         }
     }
 
-    /// A write that matches no row: MySQL's OK, without touching a backend.
-    fn no_rows(
-        &mut self,
-        client: &mut Client,
-        verb: Verb,
-        text: bool,
-        more: bool,
-    ) -> Result<(), ProxyError> {
+    /// A write that matches no row: MySQL's OK (no info: the server has none for an
+    /// impossible WHERE either), without touching a backend.
+    fn no_rows(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
         self.row_count = 0;
         self.warnings.clear();
-        // The server reports matched rows for a text UPDATE only.
-        let info = if verb == Verb::Update && text {
-            b"Rows matched: 0  Changed: 0  Warnings: 0".to_vec()
-        } else {
-            Vec::new()
-        };
         client.ok(&OkInfo {
             status: self.final_status(more),
-            info,
             ..Default::default()
         })
     }
@@ -463,6 +501,8 @@ impl Session {
         }
         if let Err(e) = result {
             self.record_error(&e);
+            let ran: Vec<DatasourceId> = pieces.iter().map(|p| p.datasource).collect();
+            self.after_failed_statement(&ran);
             self.release_idle();
             return Err(e);
         }

@@ -31,6 +31,7 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_CONNECT_WITH_DB
         | CapabilityFlags::CLIENT_PROTOCOL_41
         | CapabilityFlags::CLIENT_INTERACTIVE
+        | CapabilityFlags::CLIENT_IGNORE_SPACE
         | CapabilityFlags::CLIENT_IGNORE_SIGPIPE
         | CapabilityFlags::CLIENT_TRANSACTIONS
         | CapabilityFlags::CLIENT_SECURE_CONNECTION

@@ -301,16 +301,13 @@ impl Session {
                     long_data: &statement.long_data,
                 };
                 let (analysis, hints) = (analysis.clone(), hints.clone());
-                self.run_data(
-                    client,
-                    &statement.sql,
-                    &statement.lexed,
-                    &analysis,
-                    &hints,
-                    Some(&binding),
-                    false,
-                )
-                .await
+                let text = super::data::StatementText {
+                    sql: &statement.sql,
+                    lexed: &statement.lexed,
+                    prefix: &[],
+                };
+                self.run_data(client, &text, &analysis, &hints, Some(&binding), false)
+                    .await
             }
         }
     }

@@ -93,6 +93,8 @@ pub struct Session {
     pub warnings: Vec<Diagnostic>,
     /// Prepared statements.
     pub statements: super::prepared::Statements,
+    /// The client asked for IGNORE_SPACE; not applied to a connection yet.
+    ignore_space_pending: bool,
     /// This session as other sessions see it (KILL).
     pub handle: Arc<super::registry::SessionHandle>,
     /// A backend connection holding part of a transaction or pinned state failed: the
@@ -162,6 +164,7 @@ impl Session {
             warnings: Vec::new(),
             lost: None,
             statements: Default::default(),
+            ignore_space_pending: caps.contains(CapabilityFlags::CLIENT_IGNORE_SPACE),
             handle,
         }
     }
@@ -334,7 +337,7 @@ impl Session {
             let prepared =
                 tokio::time::timeout(datasource.connect_timeout, self.prepare(&mut conn, ds)).await;
             let failure = match prepared {
-                Ok(Ok(())) => return Ok(conn),
+                Ok(Ok(())) => return self.with_client_flags(conn).await,
                 Ok(Err(e)) => e,
                 Err(_) => ProxyError::Unavailable(format!(
                     "datasource {} ({}): no answer within {:?}",
@@ -349,6 +352,42 @@ impl Session {
                 return Err(failure);
             }
             dead += 1;
+        }
+    }
+
+    /// The client's CLIENT_IGNORE_SPACE makes the server add IGNORE_SPACE to its sql_mode:
+    /// the first connection the session uses does so, and the result becomes the session's
+    /// sql_mode (then applied to every other connection like any variable).
+    async fn with_client_flags(&mut self, mut conn: PooledConn) -> Result<PooledConn, ProxyError> {
+        if !self.ignore_space_pending {
+            return Ok(conn);
+        }
+        let applied = async {
+            conn.execute(b"SET @@session.sql_mode = CONCAT(@@session.sql_mode, ',IGNORE_SPACE')")
+                .await?;
+            let (_, rows) = conn.query_rows(b"SELECT @@session.sql_mode").await?;
+            Ok::<_, ProxyError>(
+                rows.into_iter()
+                    .next()
+                    .and_then(|r| r.into_iter().next().flatten())
+                    .unwrap_or_default(),
+            )
+        }
+        .await;
+        match applied {
+            Ok(mode) => {
+                let literal = crate::rewrite::quote_string(&mode);
+                conn.state
+                    .vars
+                    .insert("sql_mode".to_owned(), literal.clone());
+                self.vars.insert("sql_mode".to_owned(), literal);
+                self.ignore_space_pending = false;
+                Ok(conn)
+            }
+            Err(e) => {
+                conn.mark_broken();
+                Err(e)
+            }
         }
     }
 
@@ -396,6 +435,7 @@ impl Session {
     /// Sets on `conn` the session variables whose values differ there: system variables
     /// first, then user variables (so their literals are read in the session's charset).
     async fn apply_vars(&self, conn: &mut BackendConn) -> Result<(), ProxyError> {
+        self.apply_names(conn).await?;
         let diff: Vec<(&String, &Vec<u8>)> = self
             .vars
             .iter()
@@ -434,6 +474,58 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// The character set variables, with `SET NAMES cs COLLATE c` when client, connection
+    /// and results agree: only that form makes MariaDB describe result columns in the
+    /// client's collation (setting collation_connection alone leaves the charset's default).
+    async fn apply_names(&self, conn: &mut BackendConn) -> Result<(), ProxyError> {
+        let differs = CHARSET_VARS
+            .iter()
+            .any(|k| self.vars.get(*k) != conn.state.vars.get(*k));
+        if !differs {
+            return Ok(());
+        }
+        let get = |k: &str| self.vars.get(k);
+        let (client, connection, results, collation) = (
+            get("character_set_client"),
+            get("character_set_connection"),
+            get("character_set_results"),
+            get("collation_connection"),
+        );
+        let (Some(cs), Some(coll)) = (client, collation) else {
+            return Ok(());
+        };
+        if connection != Some(cs) || results != Some(cs) {
+            // Different sets per direction: the variables are set one by one.
+            return Ok(());
+        }
+        let mut sql = b"SET NAMES ".to_vec();
+        sql.extend_from_slice(cs);
+        sql.extend_from_slice(b" COLLATE ");
+        sql.extend_from_slice(coll);
+        if let Err(e) = conn.execute(&sql).await {
+            conn.mark_broken();
+            return Err(e);
+        }
+        for k in CHARSET_VARS {
+            if let Some(v) = self.vars.get(k) {
+                conn.state.vars.insert(k.to_owned(), v.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// After a statement failed: with autocommit off or in an explicit transaction, the
+    /// connections it ran on keep their transaction open on the server.
+    pub fn after_failed_statement(&mut self, datasources: &[DatasourceId]) {
+        if !self.autocommit || self.txn.begin.is_some() {
+            for ds in datasources {
+                if let Some(conn) = self.held.get_mut(ds) {
+                    conn.assume_in_transaction();
+                }
+            }
+        }
     }
 
     /// After a statement: returns the connections the session need not hold to the pool,
