@@ -5,7 +5,9 @@
 #   ROUTEKEY_PROXY_PORT, ROUTEKEY_DS0_PORT (33061), ROUTEKEY_DS1_PORT (33062),
 #   ROUTEKEY_SANDBOX_DIR (sandbox folder with seed-summary.json)
 # Alone: ROUTEKEY_CLIENT_SUITES=java scripts/client-tests.sh
-# Extra arguments (JAVA_SUITE_ARGS) are substrings of check names to run only those.
+# Arguments, if any, are substrings of check names: only those checks run (the clean-up always runs).
+# Output: one PASS/FAIL line per check (details indented under FAIL), then a summary; exit 1 on
+# any failure.
 set -euo pipefail
 
 HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"

@@ -24,6 +24,7 @@ import struct
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import mysql.connector
@@ -965,11 +966,162 @@ def g_raw_protocol(p):
         if alive is not True:
             pc = proxy_conn(True)
             ps = pc.cmd_stmt_prepare(sql.encode())
+    # COM_RESET_CONNECTION deallocates the session's prepared statements (as on the server):
+    # executing the old id fails the same way, and a new prepare works.
+    res = []
+    for conn, sid, obj in ((pc, ps["statement_id"], o), (dcs[o["ds"]], dstmt(o), o)):
+        conn.cmd_reset_connection()
+        try:
+            r = _raw_exec(conn, _execute_packet(sid, [struct.pack("<q", obj["order_id"])], [(LONGLONG, 0)]), None)
+            res.append(("answer", r))
+        except mysql.connector.Error as e:
+            res.append(("error", e.errno, e.sqlstate))
+    check_eq("raw: COM_STMT_EXECUTE of a statement id after COM_RESET_CONNECTION", res[0], res[1])
+    try:
+        ps3 = pc.cmd_stmt_prepare(sql.encode())
+        got = _raw_exec(pc, _execute_packet(ps3["statement_id"], [struct.pack("<q", o["order_id"])], [(LONGLONG, 0)]), None)
+        got = got.get("rows")
+    except mysql.connector.Error as e:
+        got = ("error", e.errno, e.msg)
+    check_eq("raw: prepare and execute after COM_RESET_CONNECTION", got,
+             [(("int", o["order_id"]), ("str", o["note"]) if o["note"] is not None else ("NoneType", None),
+               ("Decimal", o["amount"]))])
     for c in [pc] + list(dcs.values()):
         try:
             c.close()
         except Exception:
             pass
+
+
+def proxy_backend_threads(ds):
+    """Server thread ids of the proxy's connections to one datasource (None if unknown)."""
+    ports = _proxy_backend_ports(DS_PORTS[ds])
+    if ports is None:
+        return None
+    if not ports:
+        return []
+    rows = admin_query(ds, "SELECT ID FROM information_schema.PROCESSLIST WHERE SUBSTRING_INDEX(HOST, ':', -1) IN (%s)"
+                       % ", ".join(str(x) for x in ports))
+    return [r[0] for r in rows]
+
+
+def open_proxy_transactions(ds):
+    """InnoDB transactions open on the proxy's backend connections to `ds`."""
+    threads = proxy_backend_threads(ds)
+    if not threads:
+        return threads
+    return admin_query(ds, "SELECT trx_mysql_thread_id, trx_state, trx_rows_locked, trx_rows_modified, "
+                           "CAST(trx_started AS CHAR) FROM information_schema.innodb_trx "
+                           "WHERE trx_mysql_thread_id IN (%s)" % ", ".join(str(t) for t in threads))
+
+
+def row_lockable(oid, shard, timeout=3):
+    """Whether a direct UPDATE of the row gets its lock within `timeout` seconds."""
+    c = direct_conn(ds_of_shard(shard), True, autocommit=True)
+    try:
+        cur = c.cursor()
+        cur.execute("SET SESSION innodb_lock_wait_timeout = %d" % timeout)
+        cur.execute("UPDATE %s.t_order_%d SET note = note WHERE order_id = %d" % (PHYSICAL_DB, shard, oid))
+        return True
+    except mysql.connector.Error as e:
+        return "%s %s" % (e.errno, e.msg)
+    finally:
+        c.close()
+
+
+def g_errors(pure, p):
+    """Errors and warnings as MySQL gives them (code, SQLSTATE, message); after each failed
+    write the client rolls back (autocommit is off): no lock may stay behind."""
+    m = mode_name(pure)
+    o = p["new_ds0"]
+
+    def err_of(conn, sql, args):
+        cur = conn.cursor(prepared=True)
+        try:
+            pexec(cur, sql, args)
+            if cur.with_rows:
+                cur.fetchall()
+            return None
+        except mysql.connector.Error as e:
+            return (e.errno, e.sqlstate, e.msg)
+        finally:
+            cur.close()
+            conn.rollback()
+
+    cases = [
+        ("unknown column", "SELECT nope FROM t_order WHERE order_id = ?", (o["order_id"],)),
+        ("syntax error after the WHERE", "SELECT * FROM t_order WHERE order_id = ? ORDER BY", (o["order_id"],)),
+        ("duplicate key", INSERT_SQL, (o["order_id"],) + new_row(0, o["channel"])[1:]),
+        ("value too long for note (strict mode)", "UPDATE t_order SET note = ? WHERE order_id = ?", ("n" * 300, o["order_id"])),
+        ("out of range amount", "UPDATE t_order SET amount = ? WHERE order_id = ?", ("1e20", o["order_id"])),
+    ]
+    # Direct expectations first (a lock the proxy might leave behind must not skew them).
+    dc = direct_conn(o["ds"], pure)
+    c0 = dc.cursor()
+    c0.execute("SET SESSION innodb_lock_wait_timeout = 5")
+    c0.close()
+    expected = [err_of(dc, physical_sql(sql, o["shard"]), args) for _, sql, args in cases]
+    dc.close()
+    pc = proxy_conn(pure)
+    for (label, sql, args), exp in zip(cases, expected):
+        got = err_of(pc, sql, args)
+        check_eq("%s: prepared statement error, %s: code, SQLSTATE, message" % (m, label), got, exp, sql)
+        if sql.startswith(("INSERT", "UPDATE")):
+            # MySQL: after ROLLBACK the session holds no transaction and no lock.
+            lockable = row_lockable(o["order_id"], o["shard"])
+            trx = open_proxy_transactions(o["ds"])  # after: InnoDB refreshes this view every 0.1 s
+            check("%s: after the failed %s and ROLLBACK no transaction stays open on the proxy's backend "
+                  "connections, and the row can be locked by others" % (m, label),
+                  trx == [] and lockable is True,
+                  "statement: %s (connector defaults: autocommit off)\nopen InnoDB transactions on the proxy's "
+                  "%s connections (thread, state, rows locked, rows modified, started): %s\ndirect UPDATE of the row "
+                  "(innodb_lock_wait_timeout=3): %s" % (sql, o["ds"], trx, lockable))
+    check_eq("%s: the row is unchanged after the refused writes" % m, physical_row(o["order_id"], o["shard"]),
+             tuple(o[c.strip()] for c in COLS.split(",")))
+    # Warnings: count and SHOW WARNINGS content.
+    dc = direct_conn(o["ds"], pure)
+    pc.get_warnings = True
+    dc.get_warnings = True
+    sql = "SELECT order_id, 1/0 AS z, CAST('12abc' AS UNSIGNED) AS u FROM t_order WHERE order_id = ?"
+    res = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the connector also raises them as Python warnings
+        for conn, q in ((pc, sql), (dc, physical_sql(sql, o["shard"]))):
+            for prepared in (True, False):
+                cur = conn.cursor(prepared=prepared)
+                pexec(cur, q.replace("?", "%s") if not prepared else q, (o["order_id"],))
+                rows = cur.fetchall()
+                res.append((prepared, typed(rows), cur.warning_count, cur.warnings))
+                cur.close()
+    check_eq("%s: warnings (count and SHOW WARNINGS), prepared and text" % m, res[:2], res[2:], sql)
+    pc.get_warnings = False
+    cur = pc.cursor(prepared=True)
+    pexec(cur, "SELECT order_id FROM t_order WHERE order_id = ?", (o["order_id"],))
+    check_eq("%s: connection usable after the errors" % m, cur.fetchall(), [(o["order_id"],)])
+    cur.close()
+    pc.rollback()
+    dc.rollback()
+    pc.close()
+    dc.close()
+
+
+def g_collations(pure, p):
+    """The collation the application asks for decides the character set ids in the column
+    definitions (cursor.description[i][8] here): MariaDB reports the client's collation."""
+    m = mode_name(pure)
+    o = p["cjk"]
+    sql = "SELECT note, channel, CONCAT(region, ?) AS expr, @@collation_connection AS cc FROM t_order WHERE order_id = ?"
+    for coll in ("utf8mb4_general_ci", "utf8mb4_unicode_ci", "utf8mb4_bin"):
+        pc = proxy_conn(pure, charset="utf8mb4", collation=coll)
+        dc = direct_conn(o["ds"], pure, charset="utf8mb4", collation=coll)
+        for prepared in (True, False):
+            q = sql if prepared else sql.replace("?", "%s")
+            compare("%s: collation %s, %s: description (charset ids) and values" % (m, coll, "prepared" if prepared else "text"),
+                    pc, dc, q, o["shard"], ("-x", o["order_id"]), prepared)
+        pc.rollback()
+        dc.rollback()
+        pc.close()
+        dc.close()
 
 
 def _tcp_table():
@@ -1096,6 +1248,8 @@ def main():
             run_group(m + ": executemany", g_executemany, pure)
             run_group(m + ": defaults and transactions", g_defaults_and_transactions, pure)
             run_group(m + ": text cursor", g_text_cursor, pure, p)
+            run_group(m + ": errors and warnings", g_errors, pure, p)
+            run_group(m + ": collations", g_collations, pure, p)
         run_group("pure: long data", g_long_data, p)
         if HAVE_CEXT:
             skip("cext: long data", "the C extension raises InterfaceError for io objects, it never sends "

@@ -752,11 +752,13 @@ public class ProxyClientSuite {
             }
             for (Mode m : MODES) {
                 SessionChecks.cancel(m);
+                SessionChecks.queryTimeout(m);
             }
             for (Mode m : MODES) {
                 PoolChecks.run(m);
             }
         } finally {
+            filters = new ArrayList<>(); // the clean-up always runs
             check("clean-up: rows created by this run are deleted", ProxyClientSuite::cleanup);
         }
         long ms = (System.nanoTime() - t0) / 1_000_000;

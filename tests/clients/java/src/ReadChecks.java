@@ -70,6 +70,40 @@ final class ReadChecks extends ProxyClientSuite {
             });
         }
 
+        check(tag + "40 distinct statements open at once on one connection, executed round-robin on both datasources", () -> {
+            try (Connection pc = proxy(m.props())) {
+                List<PreparedStatement> open = new ArrayList<>();
+                try {
+                    for (int k = 0; k < 40; k++) {
+                        open.add(pc.prepareStatement("SELECT order_id, amount, note, " + k + " AS k FROM t_order WHERE order_id = ?"));
+                    }
+                    List<Order> ids = List.of(P.get("newDs0"), P.get("newDs1"), P.get("legacyDs0"), P.get("legacyDs1"), P.get("emoji"));
+                    int bad = 0;
+                    for (int round = 0; round < 3; round++) {
+                        for (int k = 0; k < 40; k++) {
+                            Order o = ids.get((k + round) % ids.size());
+                            PreparedStatement ps = open.get(k);
+                            ps.setLong(1, o.id);
+                            String got;
+                            try (ResultSet rs = ps.executeQuery()) {
+                                got = rs.next() ? rs.getLong(1) + " " + rs.getBigDecimal(2) + " " + rs.getString(3) + " " + rs.getInt(4) + (rs.next() ? " +more rows" : "") : "no row";
+                            } catch (SQLException e) {
+                                got = errText(e);
+                            }
+                            String exp = o.id + " " + o.amount + " " + o.note + " " + k;
+                            if (!got.equals(exp) && bad++ < 5) {
+                                problems.add("statement #" + k + " (SELECT order_id, amount, note, " + k + " AS k FROM t_order WHERE order_id = ?; " + m.props()
+                                    + ") round " + (round + 1) + " with " + o + ": expected " + Snap.quote(exp) + ", the proxy gave " + Snap.quote(got));
+                            }
+                        }
+                    }
+                } finally {
+                    open.forEach(ProxyClientSuite::closeQuietly);
+                }
+                expectUsable(pc, "40 open statements");
+            }
+        });
+
         for (String alias : new String[] {"", "useOldAliasMetadataBehavior=true"}) {
             check(tag + "aliases and column labels" + (alias.isEmpty() ? "" : " (" + alias + ")"), () -> {
                 try (Conns c = new Conns(m.props() + (alias.isEmpty() ? "" : "&" + alias))) {
@@ -192,9 +226,6 @@ final class ReadChecks extends ProxyClientSuite {
                         expect(hex.equals(s.value(0, "raw_hex")), "HEX(?) of the byte[] parameter through the proxy: " + s.value(0, "raw_hex"));
                         expect(Long.valueOf(raw.length).equals(((Number) s.value(0, "raw_len")).longValue()),
                             "LENGTH(?) through the proxy: " + s.value(0, "raw_len"));
-                        Object r = s.value(0, "raw");
-                        expect(r instanceof byte[] && java.util.Arrays.equals(raw, (byte[]) r),
-                            "? AS raw came back as " + Snap.repr(r));
                     }
                 }
             }

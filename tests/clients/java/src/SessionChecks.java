@@ -63,6 +63,26 @@ final class SessionChecks extends ProxyClientSuite {
                 pc.commit();
                 expect("TX2".equals(physicalRow(o.id, o.shard).status), "second committed transaction not visible directly");
                 pc.setAutoCommit(true);
+                // one PreparedStatement used before, inside and after a transaction
+                try (PreparedStatement up = pc.prepareStatement("UPDATE t_order SET status = ? WHERE order_id = ?")) {
+                    String[] steps = {"BEFORE", "INSIDE", "AFTER"};
+                    for (String step : steps) {
+                        if (step.equals("INSIDE")) {
+                            pc.setAutoCommit(false);
+                        }
+                        up.setString(1, step);
+                        up.setLong(2, o.id);
+                        int n = up.executeUpdate();
+                        if (step.equals("INSIDE")) {
+                            expect("BEFORE".equals(physicalRow(o.id, o.shard).status), "an uncommitted UPDATE (statement prepared before the transaction) is visible directly");
+                            pc.commit();
+                            pc.setAutoCommit(true);
+                        }
+                        Order now = physicalRow(o.id, o.shard);
+                        expect(n == 1 && step.equals(now.status), "UPDATE t_order SET status = ? WHERE order_id = ? prepared before the transaction, executed "
+                            + step.toLowerCase() + " it (" + m.props() + ", " + o + "): " + n + " rows, stored status " + now.status);
+                    }
+                }
                 expectUsable(pc, "transactions");
             }
         });
@@ -121,13 +141,16 @@ final class SessionChecks extends ProxyClientSuite {
             }
         });
 
-        for (String sv : new String[] {"", "sessionVariables=time_zone='+03:00'"}) {
+        for (String sv : new String[] {"", "sessionVariables=time_zone='+03:00'",
+            "sessionVariables=sql_mode='NO_ENGINE_SUBSTITUTION'&jdbcCompliantTruncation=false"}) {
             check(tag + "connection-time statements" + (sv.isEmpty() ? " (driver defaults)" : " (" + sv + ")")
-                + ": session variables seen by plain and sharded statements, strict mode on the shard", () -> {
+                + ": session variables seen by plain and sharded statements, sql_mode effect on the shard", () -> {
                 String props = m.props() + (sv.isEmpty() ? "" : "&" + sv);
                 try (Conns c = new Conns(props)) {
-                    String vars = "@@autocommit AS ac, @@sql_mode AS sql_mode, @@time_zone AS tz, @@character_set_client AS csc, "
-                        + "@@character_set_connection AS cscon, @@character_set_results AS csr, @@collation_connection AS coll";
+                    // sql_mode is compared in the CLIENT_IGNORE_SPACE check; here: the modes the driver or sessionVariables set
+                    String vars = "@@autocommit AS ac, FIND_IN_SET('STRICT_TRANS_TABLES', @@sql_mode) > 0 AS strict_mode, @@time_zone AS tz, "
+                        + "@@character_set_client AS csc, @@character_set_connection AS cscon, @@character_set_results AS csr, "
+                        + "@@collation_connection AS coll";
                     String p = row(c.p, "SELECT " + vars), d = row(c.d("ds0"), "SELECT " + vars);
                     expect(p.equals(d), "SELECT " + vars + " (" + props + "):\n  direct MariaDB " + d + "\n  proxy          " + p);
                     for (Order o : List.of(P.get("newDs0"), P.get("newDs1"))) {
@@ -138,29 +161,63 @@ final class SessionChecks extends ProxyClientSuite {
                     expect(c.p.getCatalog().equals(c.d("ds0").getCatalog()), "getCatalog(): direct " + c.d("ds0").getCatalog() + ", proxy " + c.p.getCatalog());
                     String pv = c.p.getMetaData().getDatabaseProductVersion(), dv = c.d("ds0").getMetaData().getDatabaseProductVersion();
                     expect(pv.equals(dv), "getDatabaseProductVersion(): direct ds0 " + dv + ", proxy " + pv);
-                    // strict mode (from the driver's connection-time SET) must hold on the shard's backend connection
+                    // the session's sql_mode decides on the shard whether a too-long value is an error or truncated
                     for (String ch : List.of("EU_CHANNEL", "BIZ_CHANNEL")) {
                         Order po = freshDirect(ch, 1, "strict"), dor = freshDirect(ch, 1, "strict");
                         String sql = "UPDATE t_order SET status = ? WHERE order_id = ?";
-                        String tooLong = "x".repeat(40);
-                        SQLException pe = null, de = null;
+                        String tooLong = "y".repeat(40);
+                        String pr, dr;
                         try {
-                            execUpdate(c.p, sql, tooLong, po.id);
+                            pr = execUpdate(c.p, sql, tooLong, po.id) + " row(s)";
                         } catch (SQLException e) {
-                            pe = e;
+                            pr = errText(e);
                         }
                         try {
-                            execUpdate(c.d(dor.ds), physical(sql, dor.shard), tooLong, dor.id);
+                            dr = execUpdate(c.d(dor.ds), physical(sql, dor.shard), tooLong, dor.id) + " row(s)";
                         } catch (SQLException e) {
-                            de = e;
+                            dr = errText(e);
                         }
-                        expect(code(pe) == code(de) && de != null, sql + " with a 40-character status into VARCHAR(16) (" + props + ", " + po
-                            + "): direct MariaDB " + errText(de) + "; proxy " + errText(pe) + "; stored status through the proxy: "
-                            + physicalRow(po.id, po.shard).status);
+                        pr += ", stored status " + physicalRow(po.id, po.shard).status;
+                        dr += ", stored status " + physicalRow(dor.id, dor.shard).status;
+                        expect(pr.replaceAll("\\(conn=\\d+\\) ", "").equals(dr.replaceAll("\\(conn=\\d+\\) ", "")),
+                            sql + " with a 40-character status into VARCHAR(16) (" + props + ", " + po
+                            + "):\n  direct MariaDB " + dr + "\n  proxy          " + pr);
                     }
                 }
             });
         }
+
+        check(tag + "CLIENT_IGNORE_SPACE (set by Connector/J): session sql_mode and 'COUNT (*)' as on MariaDB", () -> {
+            try (Conns c = new Conns(m.props())) {
+                String p = row(c.p, "SELECT @@sql_mode AS sql_mode"), d = row(c.d("ds0"), "SELECT @@sql_mode AS sql_mode");
+                expect(p.equals(d), "SELECT @@sql_mode (" + c.props + "):\n  direct MariaDB " + d + "\n  proxy          " + p);
+                for (Order o : List.of(P.get("newDs0"), P.get("newDs1"))) {
+                    String ps = shardVars(c.p, "@@sql_mode AS sql_mode", o, false), ds = shardVars(c.d(o.ds), "@@sql_mode AS sql_mode", o, true);
+                    expect(ps.equals(ds), "SELECT @@sql_mode AS sql_mode, order_id FROM t_order WHERE order_id = ? (" + c.props + ", " + o + "):\n  direct MariaDB "
+                        + ds + "\n  proxy          " + ps);
+                }
+                for (Object[] q : new Object[][] {
+                    {"SELECT COUNT (*) AS n FROM t_merchant", null},
+                    {"SELECT COUNT (*) AS n, MAX (amount) AS mx FROM t_order WHERE order_id = ?", P.get("newDs1")},
+                }) {
+                    String sql = (String) q[0];
+                    Order o = (Order) q[1];
+                    String pr, dr;
+                    try {
+                        pr = o == null ? row(c.p, sql) : row(c.p, sql, o.id);
+                    } catch (SQLException e) {
+                        pr = errText(e);
+                    }
+                    try {
+                        dr = o == null ? row(c.d("ds0"), sql) : row(c.d(o.ds), physical(sql, o.shard), o.id);
+                    } catch (SQLException e) {
+                        dr = errText(e);
+                    }
+                    expect(pr.equals(dr), sql + (o == null ? "" : " with " + o) + " (" + c.props + "):\n  direct MariaDB "
+                        + dr + "\n  proxy          " + pr);
+                }
+            }
+        });
 
         check(tag + "isValid() (COM_PING) before and after errors, false after close", () -> {
             Connection pc = proxy(m.props());
@@ -276,6 +333,48 @@ final class SessionChecks extends ProxyClientSuite {
         });
     }
 
+    static void queryTimeout(Mode m) {
+        String tag = "[" + m.name() + "] ";
+        check(tag + "setQueryTimeout(1) on SELECT SLEEP(3): interrupted like MariaDB, connection usable", () -> {
+            Order o = P.get("newDs1");
+            try (Conns c = new Conns(m.props())) {
+                for (Object[] q : new Object[][] {{"SELECT SLEEP(3) FROM t_merchant LIMIT 1", false}, {"SELECT order_id, SLEEP(3) AS s FROM t_order WHERE order_id = ?", true}}) {
+                    String sql = (String) q[0];
+                    boolean sharded = (Boolean) q[1];
+                    String[] res = new String[2];
+                    List<Future<?>> fs = new ArrayList<>();
+                    for (int side = 0; side < 2; side++) {
+                        int sd = side;
+                        Connection conn = side == 0 ? c.p : c.d(sharded ? o.ds : "ds0");
+                        String text = side == 1 && sharded ? physical(sql, o.shard) : sql;
+                        fs.add(PAR.submit(() -> {
+                            long t0 = System.nanoTime();
+                            try (PreparedStatement ps = conn.prepareStatement(text)) {
+                                ps.setQueryTimeout(1);
+                                if (sharded) {
+                                    ps.setLong(1, o.id);
+                                }
+                                try (ResultSet rs = ps.executeQuery()) {
+                                    res[sd] = rs.next() ? "result " + rs.getString(rs.getMetaData().getColumnCount()) : "no row";
+                                }
+                            } catch (SQLException e) {
+                                res[sd] = "error " + code(e) + " (" + e.getClass().getSimpleName() + ")";
+                            }
+                            long ms = (System.nanoTime() - t0) / 1_000_000;
+                            res[sd] += ms < 2500 ? " within 2.5 s" : " after " + ms + " ms";
+                            return null;
+                        }));
+                    }
+                    for (Future<?> f : fs) {
+                        f.get(20, TimeUnit.SECONDS);
+                    }
+                    expect(res[0].equals(res[1]), sql + " with setQueryTimeout(1) (" + c.props + (sharded ? ", " + o : "") + "): direct MariaDB " + res[1] + ", proxy " + res[0]);
+                    expectUsable(c.p, "a query timeout");
+                }
+            }
+        });
+    }
+
     // ---------------------------------------------------------------------------------------
     // Statement.cancel()
     // ---------------------------------------------------------------------------------------
@@ -289,6 +388,12 @@ final class SessionChecks extends ProxyClientSuite {
             return (err != null ? errText(err) : "result " + result) + " after " + ms + " ms";
         }
     }
+
+    static final ExecutorService PAR = Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "side-runner");
+        t.setDaemon(true);
+        return t;
+    });
 
     static final ScheduledExecutorService TIMER = Executors.newScheduledThreadPool(2, r -> {
         Thread t = new Thread(r, "cancel-timer");
@@ -358,8 +463,10 @@ final class SessionChecks extends ProxyClientSuite {
                         });
                         Thread.sleep(100);
                     }
+                    // the direct baseline runs at the same time, on its own connection
+                    Future<Outcome> df = PAR.submit(() -> runCancelled(dc, id == null ? sql : physical(sql, shardOrder.shard), prepared, id, 400));
                     Outcome p = runCancelled(pc, sql, prepared, id, 400);
-                    Outcome d = runCancelled(dc, id == null ? sql : physical(sql, shardOrder.shard), prepared, id, 400);
+                    Outcome d = df.get(20, TimeUnit.SECONDS);
                     String what = label + " (" + m.props() + "), cancel() after 400 ms: direct MariaDB " + d + "; proxy " + p;
                     expect(d.err != null, "test assumption broken: " + what);
                     expect(p.err != null && p.ms < 4000, what);

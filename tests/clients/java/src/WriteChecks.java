@@ -197,6 +197,48 @@ final class WriteChecks extends ProxyClientSuite {
             }
         });
 
+        check(tag + "multi-row INSERT with parameters: split by shard on one datasource (affected rows summed), refused over two (1235)", () -> {
+            String row = "(?, ?, ?, ?, ?, ?, ?, ?)";
+            String sql3 = "INSERT INTO t_order (" + ORDER_COLS + ") VALUES " + row + ", " + row + ", " + row;
+            try (Conns c = new Conns(m.props())) {
+                for (String ch : List.of("CORP_CHANNEL", "GLOBAL_CHANNEL")) {
+                    List<Order> po = List.of(newOrder(ch, 0, "multi"), newOrder(ch, 1, "multi"), newOrder(ch, 3, "multi"));
+                    List<Order> dor = List.of(newOrder(ch, 2, "multi"), newOrder(ch, 2, "multi"), newOrder(ch, 2, "multi"));
+                    String pr, dr;
+                    try (PreparedStatement ps = c.p.prepareStatement(sql3)) {
+                        bindRows(ps, po);
+                        pr = ps.executeUpdate() + " row(s), getUpdateCount " + ps.getUpdateCount();
+                    } catch (SQLException e) {
+                        pr = errText(e);
+                    }
+                    try (PreparedStatement ps = c.d(dor.get(0).ds).prepareStatement(physical(sql3, dor.get(0).shard))) {
+                        bindRows(ps, dor);
+                        dr = ps.executeUpdate() + " row(s), getUpdateCount " + ps.getUpdateCount();
+                    }
+                    expect(pr.equals(dr), sql3 + " (" + c.props + ", rows " + po + "): direct MariaDB (3 rows into one shard) " + dr + ", proxy " + pr);
+                    for (Order o : po) {
+                        List<Integer> at = shardsHolding(o.id, "t_order");
+                        expect(at.equals(List.of(o.shard)), sql3 + " (" + c.props + "): " + o + " found on shards " + at);
+                        String d = sameOrder(o, physicalRow(o.id, o.shard));
+                        expect(d.isEmpty(), sql3 + " (" + c.props + "): " + o + " stored with other values (parameters split wrongly?): " + d);
+                    }
+                }
+                List<Order> xs = List.of(newOrder("EU_CHANNEL", 0, "multi-xds"), newOrder("CORP_CHANNEL", 0, "multi-xds"), newOrder("EU_CHANNEL", 1, "multi-xds"));
+                String pr;
+                try (PreparedStatement ps = c.p.prepareStatement(sql3)) {
+                    bindRows(ps, xs);
+                    pr = ps.executeUpdate() + " row(s)";
+                } catch (SQLException e) {
+                    pr = errText(e);
+                }
+                expect(pr.startsWith("error 1235"), sql3 + " (" + c.props + ", rows on ds0 and ds1 " + xs + "): expected error 1235, the proxy gave " + pr);
+                for (Order o : xs) {
+                    expect(shardsHolding(o.id, "t_order").isEmpty(), "refused multi-row INSERT wrote " + o + " to " + shardsHolding(o.id, "t_order"));
+                }
+                expectUsable(c.p, "a refused multi-row INSERT");
+            }
+        });
+
         for (boolean rewrite : new boolean[] {false, true}) {
             check(tag + "executeBatch INSERT/UPDATE/DELETE on one datasource, rewriteBatchedStatements=" + rewrite, () -> {
                 String props = m.props() + "&rewriteBatchedStatements=" + rewrite;
@@ -304,6 +346,20 @@ final class WriteChecks extends ProxyClientSuite {
                 }
             }
         });
+    }
+
+    static void bindRows(PreparedStatement ps, List<Order> rows) throws SQLException {
+        int i = 0;
+        for (Order o : rows) {
+            ps.setLong(++i, o.id);
+            ps.setString(++i, o.channel);
+            ps.setString(++i, o.region);
+            ps.setLong(++i, o.userId);
+            ps.setBigDecimal(++i, o.amount);
+            ps.setString(++i, o.status);
+            ps.setString(++i, o.note);
+            ps.setTimestamp(++i, o.createdAt);
+        }
     }
 
     interface RowBinder {
