@@ -1,6 +1,7 @@
 //! The order id format: its bit layout (SPEC §2) and decoding the route key (SPEC §4.1).
 
 pub mod decode;
+pub mod generator;
 pub mod layout;
 
 pub use decode::{DecodeFailure, RouteKeyDecoder};
