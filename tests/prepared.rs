@@ -248,3 +248,155 @@ async fn long_data_is_sent_ahead_of_the_execution_on_the_shard_and_reset_clears_
     );
     drop(cleanup);
 }
+
+/// Runs `setup` and then the prepared `sql` on `c`, returning the rows as text.
+async fn prepared_after(c: &mut mysql_async::Conn, setup: &[&str], sql: &str) -> Vec<Vec<Value>> {
+    for s in setup {
+        c.query_drop(*s).await.unwrap();
+    }
+    let stmt = c.prep(sql).await.unwrap();
+    let rows = values(c.exec(&stmt, (1,)).await.unwrap());
+    c.close(stmt).await.unwrap();
+    rows
+}
+
+#[tokio::test]
+async fn a_backend_connection_keeps_statements_of_other_databases_sql_modes_and_charsets_apart() {
+    // One backend connection per datasource, so every session below reuses the one the
+    // previous session prepared its statements on.
+    let mut config = config();
+    for ds in &mut config.datasources {
+        ds.pool_size = 1;
+    }
+    let h = Harness::start_with(config).await;
+    let mut setup = backend(0).await;
+    for (db, v) in [("orders", "in-orders"), ("orders_ref", "in-ref")] {
+        exec(&mut setup, &format!("CREATE OR REPLACE TABLE {db}.rk_ps_probe (v VARCHAR(20))")).await;
+        exec(&mut setup, &format!("INSERT INTO {db}.rk_ps_probe VALUES ('{v}')")).await;
+    }
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("orders", &[], "SELECT v, \"v\", ? FROM rk_ps_probe"),
+        ("orders_ref", &[], "SELECT v, \"v\", ? FROM rk_ps_probe"),
+        ("orders", &["SET sql_mode = 'ANSI_QUOTES'"], "SELECT v, \"v\", ? FROM rk_ps_probe"),
+        (
+            "orders",
+            &["SET NAMES latin1"],
+            "SELECT HEX(CONVERT('\u{e9}' USING utf8mb4)), ? FROM rk_ps_probe",
+        ),
+    ];
+    // Warm the backend's cache with the default-state statements first.
+    for (db, setup_sql, sql) in cases.iter().cycle().take(8) {
+        let mut c = mysql_async::Conn::new(
+            mysql_async::OptsBuilder::from_opts(h.opts()).db_name(Some(*db)),
+        )
+        .await
+        .unwrap();
+        let got = prepared_after(&mut c, setup_sql, sql).await;
+        let mut direct = mysql_async::Conn::new(
+            mysql_async::OptsBuilder::default()
+                .ip_or_hostname("127.0.0.1")
+                .tcp_port(sandbox_port(0))
+                .user(Some("root"))
+                .db_name(Some(*db))
+                .prefer_socket(false),
+        )
+        .await
+        .unwrap();
+        let want = prepared_after(&mut direct, setup_sql, sql).await;
+        assert_eq!(got, want, "{db} {setup_sql:?} {sql}");
+        c.disconnect().await.unwrap();
+    }
+    for db in ["orders", "orders_ref"] {
+        exec(&mut setup, &format!("DROP TABLE {db}.rk_ps_probe")).await;
+    }
+}
+
+#[tokio::test]
+async fn long_data_goes_to_the_backend_in_its_chunks_and_too_much_is_refused_without_losing_the_session() {
+    let h = Harness::start().await;
+    let id = fresh_new_id_on(5, 0); // EU, ds0
+    let cleanup = Cleanup::new(&[id]);
+    let mut c = h.client().await;
+    exec(&mut c, &insert_order_sql(id, "EU_CHANNEL", "before")).await;
+    let mut direct = backend(0).await;
+    let max: u64 = direct
+        .query_first("SELECT @@max_allowed_packet")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut raw = RawClient::connect(h.addr).await;
+    assert!(matches!(raw.query("BEGIN").await, RawReply::Ok(_)));
+    let prepared = raw
+        .command(0x16, b"SELECT LENGTH(?) FROM t_order WHERE order_id = ?")
+        .await;
+    assert_eq!(prepared[0][0], 0x00, "{prepared:?}");
+    raw.read_until_eof().await; // parameter definitions
+    raw.read_until_eof().await; // column definition
+    let stmt = prepared[0][1..5].to_vec();
+    let long_bodies = |total: u64| {
+        let mut left = total;
+        let mut bodies = Vec::new();
+        while left > 0 {
+            let n = left.min(4 << 20) as usize;
+            let mut body = stmt.clone();
+            body.extend_from_slice(&0u16.to_le_bytes());
+            body.resize(body.len() + n, b'x');
+            bodies.push(body);
+            left -= n as u64;
+        }
+        bodies
+    };
+    let execute = {
+        let mut body = stmt.clone();
+        body.push(0);
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.push(0);
+        body.push(1);
+        body.extend_from_slice(&[252, 0, 8, 0x80]); // BLOB (long data), LONGLONG UNSIGNED
+        body.extend_from_slice(&id.to_le_bytes());
+        body
+    };
+    // Exactly max_allowed_packet in 4 MiB chunks: the server takes it (one packet of that
+    // size it would not).
+    for body in long_bodies(max) {
+        raw.send(0x18, &body).await;
+    }
+    let reply = raw.command(0x17, &execute).await;
+    assert_eq!(reply.len(), 3, "column count, definition, EOF: {reply:?}");
+    assert_eq!(reply[0][0], 0x01, "a one-column result set: {reply:?}");
+    let rows = raw.read_until_eof().await;
+    assert_eq!(rows.len(), 2, "one row and EOF: {rows:?}");
+    // Binary row: header, NULL bitmap, the length as a little-endian integer.
+    let mut length = [0u8; 8];
+    length[..rows[0].len() - 2].copy_from_slice(&rows[0][2..]);
+    assert_eq!(u64::from_le_bytes(length), max);
+    // More than the proxy buffers (64 MiB): refused at execution, the transaction and
+    // the connection stay.
+    for body in long_bodies((64 << 20) + 1) {
+        raw.send(0x18, &body).await;
+    }
+    let reply = raw.command(0x17, &execute).await;
+    assert_eq!(reply[0][0], 0xff, "an error: {:?}", &reply[0][..reply[0].len().min(80)]);
+    assert_eq!(u16::from_le_bytes([reply[0][1], reply[0][2]]), 1105);
+    match raw.query("SELECT @@in_transaction").await {
+        RawReply::Rows(v, _) => assert_eq!(v, vec![Some("1".to_owned())]),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(raw.query("ROLLBACK").await, RawReply::Ok(_)));
+    drop(cleanup);
+}
+
+#[tokio::test]
+async fn more_prepared_statements_than_max_prepared_stmt_count_are_refused_with_1461() {
+    let h = Harness::start().await;
+    let mut raw = RawClient::connect(h.addr).await;
+    for n in 0..16_382 {
+        raw.send(0x16, b"SET @a = 1").await;
+        let reply = raw.read_packet().await;
+        assert_eq!(reply[0], 0x00, "prepare {n}");
+    }
+    let reply = raw.command(0x16, b"SET @a = 1").await;
+    assert_eq!(reply[0][0], 0xff);
+    assert_eq!(u16::from_le_bytes([reply[0][1], reply[0][2]]), 1461);
+    assert!(matches!(raw.query("DO 1").await, RawReply::Ok(_)));
+}

@@ -572,7 +572,8 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<std::sync::Arc<PreparedMetadata>, ProxyError> {
-        if let Some(s) = self.statements.get(sql) {
+        let key = self.statement_key(sql);
+        if let Some(s) = self.statements.get(&key) {
             return Ok(s.clone());
         }
         let prepared = std::sync::Arc::new(self.prepare_raw(sql).await?);
@@ -583,9 +584,31 @@ impl BackendConn {
                 }
             }
         }
-        self.statements.insert(sql.to_vec(), prepared.clone());
-        self.statement_order.push_back(sql.to_vec());
+        self.statements.insert(key.clone(), prepared.clone());
+        self.statement_order.push_back(key);
         Ok(prepared)
+    }
+
+    /// What a prepared statement is kept under: its text and the session state the server
+    /// read it in. The default database names its unqualified tables, `sql_mode` decides how
+    /// it parses (`ANSI_QUOTES`, `PIPES_AS_CONCAT`, ...) and the character set variables how
+    /// its literals read: the same text prepared under other values is another statement.
+    fn statement_key(&self, sql: &[u8]) -> Vec<u8> {
+        let mut key = Vec::with_capacity(sql.len() + 64);
+        key.extend_from_slice(self.state.database.as_deref().unwrap_or("").as_bytes());
+        key.push(0);
+        for (name, value) in &self.state.vars {
+            if name == "sql_mode" || name.starts_with("character_set") || name.starts_with("collation")
+            {
+                key.extend_from_slice(name.as_bytes());
+                key.push(b'=');
+                key.extend_from_slice(value);
+                key.push(0);
+            }
+        }
+        key.push(0);
+        key.extend_from_slice(sql);
+        key
     }
 
     /// Sends a command that has no reply (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA).

@@ -15,7 +15,7 @@ use mysql_common::constants::Command as ProtocolCommand;
 use super::client::Client;
 use super::data::Binding;
 use super::session::Session;
-use crate::error::ProxyError;
+use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
 use crate::protocol::binary::{self, param_value};
 use crate::protocol::packets::{eof_packet, rewrite_column_definition};
 use crate::rewrite::{ResultNames, Statement as Rewrite};
@@ -30,6 +30,8 @@ const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
 const ER_UNSUPPORTED_PS: u16 = 1295;
 /// ER_WRONG_ARGUMENTS: a malformed execution.
 const ER_WRONG_ARGUMENTS: u16 = 1210;
+/// ER_MAX_PREPARED_STMT_COUNT_REACHED.
+const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 /// ER_STMT_HAS_NO_OPEN_CURSOR.
 const ER_STMT_HAS_NO_OPEN_CURSOR: u16 = 1421;
 
@@ -53,7 +55,36 @@ pub struct PreparedStatement {
     /// Parameter types of the last execution that sent them.
     types: Option<Vec<(u8, u8)>>,
     /// COM_STMT_SEND_LONG_DATA received since the last execution, per parameter.
-    long_data: Vec<Option<Vec<u8>>>,
+    long_data: Vec<Option<LongData>>,
+    /// Bytes of long data buffered (bounded by [`LONG_DATA_LIMIT`]).
+    long_data_bytes: usize,
+}
+
+/// Long data of one parameter, kept in the chunks it arrived in: each goes to the backend
+/// as its own COM_STMT_SEND_LONG_DATA, as the server expects (one packet of the whole value
+/// could exceed its `max_allowed_packet` where the chunks do not).
+#[derive(Debug, Clone, Default)]
+pub struct LongData {
+    /// The chunks, in order.
+    pub chunks: Vec<Vec<u8>>,
+    /// More arrived than the proxy buffers: the execution is refused, as MySQL refuses a
+    /// parameter longer than `max_allowed_packet`.
+    pub overflow: bool,
+}
+
+/// Long data the proxy buffers per statement between executions (64 MiB, its largest
+/// packet): beyond it the execution is refused rather than the proxy's memory used up.
+pub const LONG_DATA_LIMIT: usize = 64 << 20;
+
+/// Prepared statements per client connection, as MySQL's default
+/// `max_prepared_stmt_count` (16,382): beyond it PREPARE is refused with error 1461.
+pub const MAX_PREPARED_STATEMENTS: usize = 16_382;
+
+impl PreparedStatement {
+    fn clear_long_data(&mut self) {
+        self.long_data.iter_mut().for_each(|d| *d = None);
+        self.long_data_bytes = 0;
+    }
 }
 
 /// The session's prepared statements.
@@ -89,6 +120,15 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
     ) -> Result<(), ProxyError> {
+        if self.statements.by_id.len() >= MAX_PREPARED_STATEMENTS {
+            return Err(ProxyError::client(
+                ER_MAX_PREPARED_STMT_COUNT_REACHED,
+                b"42000",
+                format!(
+                    "Can't create more than max_prepared_stmt_count statements (current value: {MAX_PREPARED_STATEMENTS})"
+                ),
+            ));
+        }
         let lexed = lex(sql, self.lex_mode);
         let params = lexed
             .tokens
@@ -197,6 +237,7 @@ impl Session {
                 params,
                 types: None,
                 long_data: vec![None; params],
+                long_data_bytes: 0,
             },
         );
         id
@@ -259,7 +300,7 @@ impl Session {
             .ok_or_else(|| unknown(id, "mysqld_stmt_execute"))?;
         let result = self.execute_with(client, &mut statement, payload).await;
         // Long data is consumed by the execution, whatever its outcome.
-        statement.long_data.iter_mut().for_each(|d| *d = None);
+        statement.clear_long_data();
         self.statements.by_id.insert(id, statement);
         result
     }
@@ -270,6 +311,16 @@ impl Session {
         statement: &mut PreparedStatement,
         payload: &[u8],
     ) -> Result<(), ProxyError> {
+        if statement.long_data.iter().flatten().any(|d| d.overflow) {
+            return Err(ProxyError::client(
+                ER_UNKNOWN_ERROR,
+                b"HY000",
+                format!(
+                    "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes (routekey-proxy buffers at most {} MiB of long data per statement)",
+                    LONG_DATA_LIMIT >> 20
+                ),
+            ));
+        }
         let long: Vec<bool> = statement.long_data.iter().map(Option::is_some).collect();
         let execute =
             binary::parse_execute(payload, statement.params, statement.types.as_deref(), &long)
@@ -322,9 +373,18 @@ impl Session {
             return;
         };
         if let Some(s) = self.statements.by_id.get_mut(&id) {
+            let chunk = &body[6..];
+            let fits = s.long_data_bytes + chunk.len() <= LONG_DATA_LIMIT;
             if let Some(slot) = s.long_data.get_mut(param) {
-                slot.get_or_insert_with(Vec::new)
-                    .extend_from_slice(&body[6..]);
+                let data = slot.get_or_insert_with(LongData::default);
+                if fits && !data.overflow {
+                    data.chunks.push(chunk.to_vec());
+                    s.long_data_bytes += chunk.len();
+                } else {
+                    s.long_data_bytes -= data.chunks.iter().map(Vec::len).sum::<usize>();
+                    data.chunks = Vec::new();
+                    data.overflow = true;
+                }
             }
         }
     }
@@ -337,7 +397,7 @@ impl Session {
             .by_id
             .get_mut(&id)
             .ok_or_else(|| unknown(id, "mysqld_stmt_reset"))?;
-        s.long_data.iter_mut().for_each(|d| *d = None);
+        s.clear_long_data();
         client.ok(&crate::protocol::packets::OkInfo {
             status: self.status(),
             ..Default::default()
