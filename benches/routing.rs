@@ -128,6 +128,7 @@ fn analyse_and_route(c: &mut Criterion) {
                     mode,
                     params: &[],
                     last_insert_id: 0,
+                    generated: &[],
                 };
                 let plan = rt
                     .block_on(router.route(&analysis, &values, &hints, NOW))

@@ -14,7 +14,7 @@ cargo build --release --locked -q
 config="$(scripts/demo-config.sh)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 log="$sandbox/bench-proxy.log"
-target/release/routekey-proxy --config "$config" --listen "127.0.0.1:$port" >"$log" 2>&1 </dev/null &
+target/release/routekey-proxy --config "$config" --listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0 >"$log" 2>&1 </dev/null &
 proxy=$!
 trap 'kill "$proxy" 2>/dev/null || true; wait "$proxy" 2>/dev/null || true' EXIT
 for _ in $(seq 50); do

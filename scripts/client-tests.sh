@@ -109,7 +109,7 @@ log "starting the proxy on 127.0.0.1:$PROXY_PORT with $PROXY_CONFIG (log: $PROXY
             exec {fd}>&-
         fi
     done
-    NO_COLOR=1 exec "$PROXY_BIN" --config "$PROXY_CONFIG" --listen "127.0.0.1:$PROXY_PORT"
+    NO_COLOR=1 exec "$PROXY_BIN" --config "$PROXY_CONFIG" --listen "127.0.0.1:$PROXY_PORT" --admin-listen 127.0.0.1:0
 ) </dev/null >>"$PROXY_LOG" 2>&1 &
 proxy_pid=$!
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The demo: the MariaDB sandbox (two servers, twenty shards, seeded orders), a release build,
-# and routekey-proxy on 127.0.0.1:3307 (ROUTEKEY_LISTEN to change it) in the foreground.
+# and routekey-proxy on 127.0.0.1:3307 (ROUTEKEY_LISTEN to change it) in the foreground,
+# with its admin HTTP port on 127.0.0.1:9307 (ROUTEKEY_ADMIN_LISTEN).
 # Ctrl-C stops the proxy; the sandbox keeps running until `scripts/sandbox.sh down`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 listen="${ROUTEKEY_LISTEN:-127.0.0.1:3307}"
+admin="${ROUTEKEY_ADMIN_LISTEN:-127.0.0.1:9307}"
 sandbox="${ROUTEKEY_SANDBOX_DIR:-.sandbox}"
 scripts/sandbox.sh up
 cargo build --release --locked
@@ -44,9 +46,15 @@ and try, one per routing layer (SHOW ROUTEKEY STATS shows which layer answered):
     SELECT o.order_id, i.sku FROM t_order o JOIN t_order_item i ON i.order_id = o.order_id
      WHERE o.order_id IN ($new_id, $cn_id);
     SHOW ROUTEKEY STATS;
+    -- new order ids: one for a region, or filled in by an INSERT that names no order_id
+    SELECT NEXT_ORDER_ID('GB');
+    INSERT INTO t_order (channel, region, user_id, amount, status, created_at)
+      VALUES ('EU_CHANNEL', 'FR', 7, 12.50, 'NEW', NOW());
+    SELECT LAST_INSERT_ID();
 
+Order ids over HTTP:  curl -s -XPOST $admin/v1/order-ids -d '{"region":"GB","count":3}' -H 'content-type: application/json'
 What an id says about itself:  $bin --config $config decode $legacy_id
 Ctrl-C stops the proxy; scripts/sandbox.sh down stops the sandbox.
 
 TXT
-exec "$bin" --config "$config" --listen "$listen"
+exec "$bin" --config "$config" --listen "$listen" --admin-listen "$admin"

@@ -15,6 +15,7 @@
 //! Beside the flow: [`id`] (the order id layout and route key decoding), [`config`] (typed,
 //! validated), [`error`] (every error as a MySQL error), [`server`] (the listener: `run`).
 
+pub mod admin;
 pub mod backend;
 pub mod config;
 pub mod error;

@@ -18,8 +18,11 @@ struct Cli {
     #[arg(long, short, default_value = "config/demo.toml", global = true)]
     config: PathBuf,
     /// Listen address, overriding `server.listen`.
-    #[arg(long)]
+    #[arg(long, global = true)]
     listen: Option<String>,
+    /// Admin HTTP listen address, overriding `admin.listen`.
+    #[arg(long, global = true)]
+    admin_listen: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -63,6 +66,11 @@ fn main() -> ExitCode {
                     .parse()
                     .map_err(|_| format!("--listen: `{listen}` is not an address with a port"))?;
             }
+            if let Some(listen) = cli.admin_listen {
+                c.admin.listen = listen.parse().map_err(|_| {
+                    format!("--admin-listen: `{listen}` is not an address with a port")
+                })?;
+            }
             serve(c)
         }),
     };
@@ -88,12 +96,47 @@ fn serve(config: Config) -> Result<(), String> {
         let listener = tokio::net::TcpListener::bind(config.server.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
-        tracing::info!(address = %config.server.listen, "routekey-proxy serving MySQL clients");
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
-        routekey_proxy::server::run(listener, config, shutdown)
+        let admin = tokio::net::TcpListener::bind(config.admin.listen)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                format!(
+                    "cannot listen on {} (admin.listen): {e}",
+                    config.admin.listen
+                )
+            })?;
+        tracing::info!(
+            address = %config.server.listen,
+            admin = %config.admin.listen,
+            "routekey-proxy serving MySQL clients"
+        );
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down");
+            let _ = stop.send(true);
+        });
+        let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let proxy = routekey_proxy::server::Proxy::new(config);
+        let admin = tokio::spawn(routekey_proxy::admin::serve(
+            admin,
+            proxy.clone(),
+            until_stopped(stopped.clone()),
+        ));
+        let served = routekey_proxy::server::serve(listener, proxy, until_stopped(stopped)).await;
+        if let Ok(Err(e)) = admin.await {
+            tracing::warn!(error = %e, "admin port");
+        }
+        served.map_err(|e| e.to_string())
     })
+}
+
+/// Ctrl-C or SIGTERM (what Kubernetes sends a sidecar).
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {}
+    }
 }

@@ -27,6 +27,8 @@ pub struct Proxy {
     pub pools: Pools,
     /// Analyses by statement shape.
     pub analyses: AnalysisCache,
+    /// The order id service.
+    pub issuer: Arc<crate::id::issuer::Issuer>,
     /// Sessions by connection id (KILL).
     pub sessions: crate::frontend::registry::Registry,
     /// The version string of the default datasource, learnt from its greeting.
@@ -63,6 +65,10 @@ impl Proxy {
         protected.sort();
         protected.dedup();
         Arc::new(Self {
+            issuer: crate::id::issuer::Issuer::new(
+                config.clone(),
+                Arc::new(crate::id::issuer::SystemClock),
+            ),
             sessions: Default::default(),
             backend_version: tokio::sync::OnceCell::new(),
             protected_databases: protected,
@@ -140,5 +146,6 @@ pub async fn serve(
         }
     }
     sessions.shutdown().await;
+    proxy.issuer.release().await;
     Ok(())
 }

@@ -113,7 +113,6 @@ async fn deferred_statements_are_refused_with_1235_and_the_connection_goes_on() 
         format!("SELECT COUNT(*) FROM t_order WHERE order_id IN ({eu}, {biz})"),
         format!("SELECT status, COUNT(*) FROM t_order WHERE order_id IN ({eu}, {biz}) GROUP BY status"),
         format!("SELECT o.order_id, m.name FROM t_order o JOIN t_merchant m ON m.merchant_id = o.user_id WHERE o.order_id = {eu}"),
-        "INSERT INTO t_order (channel, region, user_id, amount, status, created_at) VALUES ('EU_CHANNEL', 'GB', 1, 1.00, 'CREATED', NOW())".to_owned(),
         format!("SELECT * FROM t_order WHERE order_id = {eu} LOCK IN SHARE MODE"),
         format!("SELECT * FROM t_order WHERE order_id = {eu} + 1"),
         format!("INSERT INTO t_order {ORDER_COLUMNS} VALUES ({fresh} + 0, 'EU_CHANNEL', 'GB', 1, 1, 'x', NULL, NOW())"),

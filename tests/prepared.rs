@@ -271,13 +271,25 @@ async fn a_backend_connection_keeps_statements_of_other_databases_sql_modes_and_
     let h = Harness::start_with(config).await;
     let mut setup = backend(0).await;
     for (db, v) in [("orders", "in-orders"), ("orders_ref", "in-ref")] {
-        exec(&mut setup, &format!("CREATE OR REPLACE TABLE {db}.rk_ps_probe (v VARCHAR(20))")).await;
-        exec(&mut setup, &format!("INSERT INTO {db}.rk_ps_probe VALUES ('{v}')")).await;
+        exec(
+            &mut setup,
+            &format!("CREATE OR REPLACE TABLE {db}.rk_ps_probe (v VARCHAR(20))"),
+        )
+        .await;
+        exec(
+            &mut setup,
+            &format!("INSERT INTO {db}.rk_ps_probe VALUES ('{v}')"),
+        )
+        .await;
     }
     let cases: [(&str, &[&str], &str); 4] = [
         ("orders", &[], "SELECT v, \"v\", ? FROM rk_ps_probe"),
         ("orders_ref", &[], "SELECT v, \"v\", ? FROM rk_ps_probe"),
-        ("orders", &["SET sql_mode = 'ANSI_QUOTES'"], "SELECT v, \"v\", ? FROM rk_ps_probe"),
+        (
+            "orders",
+            &["SET sql_mode = 'ANSI_QUOTES'"],
+            "SELECT v, \"v\", ? FROM rk_ps_probe",
+        ),
         (
             "orders",
             &["SET NAMES latin1"],
@@ -312,7 +324,8 @@ async fn a_backend_connection_keeps_statements_of_other_databases_sql_modes_and_
 }
 
 #[tokio::test]
-async fn long_data_goes_to_the_backend_in_its_chunks_and_too_much_is_refused_without_losing_the_session() {
+async fn long_data_goes_to_the_backend_in_its_chunks_and_too_much_is_refused_without_losing_the_session()
+ {
     let h = Harness::start().await;
     let id = fresh_new_id_on(5, 0); // EU, ds0
     let cleanup = Cleanup::new(&[id]);
@@ -376,7 +389,12 @@ async fn long_data_goes_to_the_backend_in_its_chunks_and_too_much_is_refused_wit
         raw.send(0x18, &body).await;
     }
     let reply = raw.command(0x17, &execute).await;
-    assert_eq!(reply[0][0], 0xff, "an error: {:?}", &reply[0][..reply[0].len().min(80)]);
+    assert_eq!(
+        reply[0][0],
+        0xff,
+        "an error: {:?}",
+        &reply[0][..reply[0].len().min(80)]
+    );
     assert_eq!(u16::from_le_bytes([reply[0][1], reply[0][2]]), 1105);
     match raw.query("SELECT @@in_transaction").await {
         RawReply::Rows(v, _) => assert_eq!(v, vec![Some("1".to_owned())]),

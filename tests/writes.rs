@@ -535,3 +535,43 @@ async fn a_multi_row_insert_over_several_shards_is_all_or_nothing() {
     drop(guard);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn an_insert_whose_channel_or_region_contradicts_its_id_is_refused() {
+    let h = Harness::start().await;
+    let id = fresh_new_id(5); // EU
+    let cleanup = Cleanup::new(&[id]);
+    let mut c = h.client().await;
+    for (channel, region) in [
+        ("BIZ_CHANNEL", "GB"),
+        ("EU_CHANNEL", "HK"),
+        ("BIZ_CHANNEL", "HK"),
+    ] {
+        let sql = format!(
+            "INSERT INTO t_order {ORDER_COLUMNS} VALUES ({id}, '{channel}', '{region}', 7, 1, 'NEW', 'x', NOW())"
+        );
+        let (code, _, message) = server_error(c.query_drop(&sql).await);
+        assert_eq!(code, 1526, "{sql}: {message}");
+        assert!(
+            message.contains("names another channel") || message.contains("conflicting"),
+            "{message}"
+        );
+        let r = c
+            .exec_drop(
+                format!(
+                    "INSERT INTO t_order {ORDER_COLUMNS} VALUES (?, ?, ?, 7, 1, 'NEW', 'x', NOW())"
+                ),
+                (id, channel, region),
+            )
+            .await;
+        assert_eq!(server_code(r), 1526, "prepared {channel} {region}");
+    }
+    assert!(shards_holding(id).await.is_empty());
+    // Agreeing values are taken.
+    exec(&mut c, &insert_order_sql(id, "EU_CHANNEL", "ok")).await;
+    assert_eq!(
+        shards_holding(id).await,
+        vec![expected_shard("EU_CHANNEL", id)]
+    );
+    drop(cleanup);
+}

@@ -598,7 +598,9 @@ impl BackendConn {
         key.extend_from_slice(self.state.database.as_deref().unwrap_or("").as_bytes());
         key.push(0);
         for (name, value) in &self.state.vars {
-            if name == "sql_mode" || name.starts_with("character_set") || name.starts_with("collation")
+            if name == "sql_mode"
+                || name.starts_with("character_set")
+                || name.starts_with("collation")
             {
                 key.extend_from_slice(name.as_bytes());
                 key.push(b'=');

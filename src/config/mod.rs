@@ -63,6 +63,37 @@ pub struct Config {
     pub index: IndexTable,
     /// The in-process cache of index answers.
     pub cache: CacheConfig,
+    /// Issuing order ids (SPEC §6).
+    pub issuance: Issuance,
+    /// The HTTP admin port.
+    pub admin: Admin,
+}
+
+/// Issuing order ids.
+#[derive(Debug, Clone)]
+pub struct Issuance {
+    /// Per channel ([`ChannelId`] order): issues route-key ids (else classic Snowflake ids,
+    /// whose orders get index rows). Default: every channel.
+    pub route_key_channels: Vec<bool>,
+    /// A clock step back up to this long is waited out; a longer one refuses (default 5 ms).
+    pub clock_tolerance: Duration,
+    /// Lease table of worker ids, in the index table's database (default
+    /// `routekey_worker_lease`, created if missing).
+    pub lease_table: String,
+    /// A lease expires this long after its last renewal (default 10 s); renewed every third.
+    pub lease_ttl: Duration,
+    /// Classic ids carry machine id `legacy_machine_base + worker id` (default 512), so they
+    /// cannot collide with the machine ids of the generator they replace.
+    pub legacy_machine_base: u64,
+    /// The classic layout: machine bits (default 10) and sequence bits (default 12).
+    pub legacy: crate::id::generator::LegacyLayout,
+}
+
+/// The HTTP admin port.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    /// Address (default 127.0.0.1:9307).
+    pub listen: SocketAddr,
 }
 
 /// The MySQL listener.

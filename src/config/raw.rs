@@ -23,6 +23,85 @@ pub struct RawConfig {
     pub index: RawIndex,
     #[serde(default)]
     pub cache: RawCache,
+    #[serde(default)]
+    pub issuance: RawIssuance,
+    #[serde(default)]
+    pub admin: RawAdmin,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIssuance {
+    pub route_key_channels: Option<Spanned<Vec<String>>>,
+    #[serde(default = "default_clock_tolerance", with = "humantime_serde")]
+    pub clock_tolerance: Duration,
+    #[serde(default = "default_lease_table")]
+    pub lease_table: String,
+    #[serde(default = "default_lease_ttl", with = "humantime_serde")]
+    pub lease_ttl: Duration,
+    #[serde(default = "default_legacy_machine_base")]
+    pub legacy_machine_base: u64,
+    #[serde(default = "default_legacy_machine_bits")]
+    pub legacy_machine_bits: u8,
+    #[serde(default = "default_legacy_sequence_bits")]
+    pub legacy_sequence_bits: u8,
+}
+
+impl Default for RawIssuance {
+    fn default() -> Self {
+        Self {
+            route_key_channels: None,
+            clock_tolerance: default_clock_tolerance(),
+            lease_table: default_lease_table(),
+            lease_ttl: default_lease_ttl(),
+            legacy_machine_base: default_legacy_machine_base(),
+            legacy_machine_bits: default_legacy_machine_bits(),
+            legacy_sequence_bits: default_legacy_sequence_bits(),
+        }
+    }
+}
+
+fn default_clock_tolerance() -> Duration {
+    Duration::from_millis(5)
+}
+
+fn default_lease_table() -> String {
+    "routekey_worker_lease".to_owned()
+}
+
+fn default_lease_ttl() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_legacy_machine_base() -> u64 {
+    512
+}
+
+fn default_legacy_machine_bits() -> u8 {
+    10
+}
+
+fn default_legacy_sequence_bits() -> u8 {
+    12
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    #[serde(default = "default_admin_listen")]
+    pub listen: Spanned<String>,
+}
+
+impl Default for RawAdmin {
+    fn default() -> Self {
+        Self {
+            listen: default_admin_listen(),
+        }
+    }
+}
+
+fn default_admin_listen() -> Spanned<String> {
+    Spanned::new(0..0, "127.0.0.1:9307".to_owned())
 }
 
 #[derive(Debug, Deserialize)]

@@ -83,6 +83,18 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         channel_column: raw.index.channel_column.clone(),
         timeout: raw.index.timeout,
     };
+    let issuance = issuance(&c, &raw, &channels, &layout)?;
+    let admin = Admin {
+        listen: raw.admin.listen.get_ref().parse().map_err(|_| {
+            c.at(
+                &raw.admin.listen,
+                format!(
+                    "admin.listen: `{}` is not an IP address with a port",
+                    raw.admin.listen.get_ref()
+                ),
+            )
+        })?,
+    };
     let cache = CacheConfig {
         capacity: raw.cache.capacity,
         ttl: raw.cache.ttl,
@@ -99,6 +111,66 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         sharding,
         index,
         cache,
+        issuance,
+        admin,
+    })
+}
+
+fn issuance(
+    c: &Checker,
+    raw: &RawConfig,
+    channels: &[Channel],
+    layout: &IdLayout,
+) -> Result<Issuance, ConfigError> {
+    let r = &raw.issuance;
+    let route_key_channels = match &r.route_key_channels {
+        None => vec![true; channels.len()],
+        Some(names) => {
+            let mut on = vec![false; channels.len()];
+            for name in names.get_ref() {
+                let i = channels
+                    .iter()
+                    .position(|ch| ch.name.eq_ignore_ascii_case(name))
+                    .ok_or_else(|| {
+                        c.at(
+                            names,
+                            format!("issuance.route_key_channels: unknown channel `{name}`"),
+                        )
+                    })?;
+                on[i] = true;
+            }
+            on
+        }
+    };
+    let legacy = crate::id::generator::LegacyLayout {
+        machine_bits: r.legacy_machine_bits,
+        sequence_bits: r.legacy_sequence_bits,
+        epoch_ms: layout.epoch_ms(),
+    };
+    let workers = 1u64 << layout.worker_bits();
+    if u32::from(r.legacy_machine_bits) + u32::from(r.legacy_sequence_bits) >= 32
+        || r.legacy_machine_base + workers > 1u64 << r.legacy_machine_bits
+    {
+        return Err(c.err(
+            None,
+            format!(
+                "issuance: legacy machine ids {}..{} do not fit {} machine bits (or the classic layout leaves fewer than 32 timestamp bits)",
+                r.legacy_machine_base,
+                r.legacy_machine_base + workers,
+                r.legacy_machine_bits
+            ),
+        ));
+    }
+    if r.lease_ttl < Duration::from_secs(1) {
+        return Err(c.err(None, "issuance.lease_ttl: at least 1s"));
+    }
+    Ok(Issuance {
+        route_key_channels,
+        clock_tolerance: r.clock_tolerance,
+        lease_table: r.lease_table.clone(),
+        lease_ttl: r.lease_ttl,
+        legacy_machine_base: r.legacy_machine_base,
+        legacy,
     })
 }
 

@@ -59,7 +59,7 @@ pub struct Binding<'a> {
     /// Their values as the router reads them.
     pub values: &'a [crate::route::value::ParamValue],
     /// Long data per parameter (COM_STMT_SEND_LONG_DATA).
-    pub long_data: &'a [Option<Vec<u8>>],
+    pub long_data: &'a [Option<super::prepared::LongData>],
 }
 
 /// A data statement's text: what is routed, and a prefix sent ahead of it to every shard
@@ -100,6 +100,9 @@ pub struct Extras {
     pub calc_found_rows: bool,
     /// `LAST_INSERT_ID(expr)`.
     pub sets_insert_id: bool,
+    /// The first id the proxy issued for an INSERT without the shard key: the statement's
+    /// last insert id (OK packet, `LAST_INSERT_ID()`), as for an AUTO_INCREMENT column.
+    pub issued_id: Option<u64>,
 }
 
 /// Marks a session's statement as running on a backend thread while it lives.
@@ -179,13 +182,16 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         let (sql, lexed) = (text.sql, text.lexed);
-        let values = StatementValues {
+        let mut values = StatementValues {
             sql,
             tokens: &lexed.tokens,
             mode: self.lex_mode,
             params: binding.map_or(&[], |b| b.values),
             last_insert_id: self.last_insert_id,
+            generated: &[],
         };
+        let generated = self.issue_for_insert(analysis, &values, hints).await?;
+        values.generated = &generated;
         let plan = self
             .proxy
             .router
@@ -198,7 +204,7 @@ impl Session {
         if plan.route == Route::NoRows {
             return self.no_rows(client, more);
         }
-        let mut pieces = self.pieces(sql, lexed, analysis, &plan, binding.is_some());
+        let mut pieces = self.pieces(sql, lexed, analysis, &plan, binding.is_some(), &generated);
         if !text.prefix.is_empty() {
             for piece in &mut pieces {
                 piece.sql.splice(0..0, text.prefix.iter().copied());
@@ -222,6 +228,7 @@ impl Session {
                     && w[1].is_punct(sql, "(")
                     && !w[2].is_punct(sql, ")")
             }),
+            issued_id: generated.first().copied(),
         };
         self.run(client, &pieces, write, extras, binding, more)
             .await
@@ -319,13 +326,15 @@ impl Session {
         analysis: &Analysis,
         plan: &RoutePlan,
         binary: bool,
+        generated: &[u64],
     ) -> Vec<Piece> {
         let config = &self.proxy.config;
         let st = Rewrite {
             sql,
             tokens: &lexed.tokens,
         };
-        let values = self.session_values();
+        let mut values = self.session_values();
+        values.generated_ids = generated.to_vec();
         // Placeholders by token, in order: parameter i is the i-th `?`.
         let placeholders: Vec<usize> = lexed
             .tokens
@@ -509,7 +518,10 @@ impl Session {
         if write {
             self.record_write(pieces[0].datasource);
         }
-        if let Some(id) = out.insert_id_set {
+        if let Some(id) = extras.issued_id {
+            out.last_insert_id = id;
+            self.set_last_insert_id(id);
+        } else if let Some(id) = out.insert_id_set {
             self.set_last_insert_id(id);
         } else if out.last_insert_id != 0 {
             self.set_last_insert_id(out.last_insert_id);
@@ -566,11 +578,14 @@ impl Session {
                 // Long data goes ahead of the execution, numbered as the backend sees it.
                 for (n, &i) in params.iter().enumerate() {
                     if let (Some(data), false) = (&b.long_data[i], nulled.contains(&i)) {
-                        let mut body = statement.id.to_le_bytes().to_vec();
-                        body.extend_from_slice(&(n as u16).to_le_bytes());
-                        body.extend_from_slice(data);
-                        conn.send_no_reply(Command::COM_STMT_SEND_LONG_DATA, &body)
-                            .await?;
+                        for chunk in &data.chunks {
+                            let mut body = Vec::with_capacity(chunk.len() + 6);
+                            body.extend_from_slice(&statement.id.to_le_bytes());
+                            body.extend_from_slice(&(n as u16).to_le_bytes());
+                            body.extend_from_slice(chunk);
+                            conn.send_no_reply(Command::COM_STMT_SEND_LONG_DATA, &body)
+                                .await?;
+                        }
                     }
                 }
                 let is_nulled = |p: &crate::protocol::binary::BoundParam| {

@@ -5,6 +5,7 @@
 pub mod client;
 mod data;
 pub mod handshake;
+mod ids;
 mod prepared;
 mod query;
 pub mod registry;

@@ -17,9 +17,11 @@ use super::data::Binding;
 use super::session::Session;
 use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
 use crate::protocol::binary::{self, param_value};
-use crate::protocol::packets::{eof_packet, rewrite_column_definition};
+use crate::protocol::packets::{
+    ColumnSpec, column_definition, eof_packet, rewrite_column_definition,
+};
 use crate::rewrite::{ResultNames, Statement as Rewrite};
-use crate::sql::command::{Command, classify};
+use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::hints::{RouteHints, route_hints};
 use crate::sql::lexer::{Lexed, TokenKind, lex};
 use crate::sql::{Analysis, Refusal, Target};
@@ -44,6 +46,13 @@ enum Kind {
     },
     /// A session command without parameters (BEGIN, COMMIT, SET ...): run as text.
     Session,
+    /// `SELECT NEXT_ORDER_ID(...)`: the proxy answers, in the binary protocol.
+    NextOrderId {
+        /// The region: a literal, a parameter or none.
+        region: RegionArg,
+        /// The result column's name.
+        column: String,
+    },
 }
 
 /// A statement the client prepared.
@@ -159,6 +168,33 @@ impl Session {
             {
                 let id = self.register(sql, lexed, Kind::Session, 0);
                 return self.answer_prepare(client, id, 0, &[], &[], 0, None);
+            }
+            Command::NextOrderId { region, column } => {
+                let params = usize::from(region == RegionArg::Param);
+                let column_def = bytes::BytesMut::from(
+                    &column_definition(&super::ids::id_column(&column), "", "")[..],
+                );
+                let param_def = bytes::BytesMut::from(
+                    &column_definition(
+                        &ColumnSpec {
+                            name: "?",
+                            column_type: mysql_common::constants::ColumnType::MYSQL_TYPE_VAR_STRING,
+                            flags: mysql_common::constants::ColumnFlags::BINARY_FLAG,
+                            charset: 63,
+                            length: 0,
+                            decimals: 0,
+                        },
+                        "",
+                        "",
+                    )[..],
+                );
+                let id = self.register(sql, lexed, Kind::NextOrderId { region, column }, params);
+                let param_defs = if params == 1 {
+                    vec![param_def]
+                } else {
+                    Vec::new()
+                };
+                return self.answer_prepare(client, id, 1, &param_defs, &[column_def], 0, None);
             }
             _ => {
                 return Err(ProxyError::client(
@@ -338,6 +374,23 @@ impl Session {
             Kind::Session => {
                 let sql = statement.sql.clone();
                 self.query(client, &sql).await
+            }
+            Kind::NextOrderId { region, column } => {
+                let region = match region {
+                    RegionArg::Missing => None,
+                    RegionArg::Literal(r) => Some(r.clone()),
+                    RegionArg::Param => {
+                        match execute.params.first().map(|p| param_value(payload, p)) {
+                            Some(crate::route::value::ParamValue::Bytes(b)) => {
+                                Some(String::from_utf8_lossy(&b).into_owned())
+                            }
+                            _ => None,
+                        }
+                    }
+                };
+                let column = column.clone();
+                self.next_order_id_binary(client, region.as_deref(), &column)
+                    .await
             }
             Kind::Data { analysis, hints } => {
                 let values: Vec<_> = execute

@@ -11,7 +11,7 @@ use crate::error::{
     ER_NO_SUCH_THREAD, ER_PARSE_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR, ProxyError,
 };
 use crate::protocol::packets::OkInfo;
-use crate::sql::command::{Command, classify};
+use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::lexer::{lex, split_statements};
 
 impl Session {
@@ -169,6 +169,16 @@ impl Session {
                 self.kill(client, query_only, target, more).await
             }
             Command::ShowRouteStats => self.show_route_stats(client, more),
+            Command::ShowCallers => self.show_callers(client, more),
+            Command::NextOrderId { region, column } => match region {
+                RegionArg::Missing => self.next_order_id(client, None, &column, more).await,
+                RegionArg::Literal(r) => self.next_order_id(client, Some(&r), &column, more).await,
+                RegionArg::Param => Err(ProxyError::client(
+                    crate::error::ER_PARSE_ERROR,
+                    b"42000",
+                    "You have an error in your SQL syntax; a ? placeholder is for prepared statements",
+                )),
+            },
             Command::Refused(what) => Err(ProxyError::unsupported(what)),
             Command::Administrative(what) => Err(ProxyError::client(
                 ER_SPECIFIC_ACCESS_DENIED_ERROR,

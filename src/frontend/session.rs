@@ -291,6 +291,8 @@ impl Session {
             found_rows: self.found_rows,
             user: format!("{}@{}", self.user, self.host),
             current_user: format!("{}@%", self.user),
+            generated_ids: Vec::new(),
+            shard_key: self.proxy.config.sharding.shard_key.clone(),
         }
     }
 

@@ -29,6 +29,10 @@ pub struct SessionValues {
     pub user: String,
     /// `CURRENT_USER()`: `name@%`.
     pub current_user: String,
+    /// Ids the proxy issued for INSERT rows without the shard key, by row.
+    pub generated_ids: Vec<u64>,
+    /// The shard key column's name (for the INSERTs that get one).
+    pub shard_key: String,
 }
 
 /// Quotes an identifier with backquotes.
@@ -181,6 +185,26 @@ impl Statement<'_> {
                 EditForm::TableOnly => quote_ident(table),
             };
             edits.push((self.bytes_of(edit.span), text.into_bytes()));
+        }
+        if let Some(insert) = plan.key_insert {
+            let key = quote_ident(&values.shard_key);
+            let at = |t: u32| {
+                let end = self.tokens[t as usize].range.end;
+                end..end
+            };
+            match insert {
+                crate::sql::KeyInsert::ColumnList { after } => {
+                    edits.push((at(after), format!("{key}, ").into_bytes()));
+                    for (n, row) in plan.rows.iter().enumerate() {
+                        let id = values.generated_ids.get(n).copied().unwrap_or_default();
+                        edits.push((at(row.span.first), format!("{id}, ").into_bytes()));
+                    }
+                }
+                crate::sql::KeyInsert::Assignments { after } => {
+                    let id = values.generated_ids.first().copied().unwrap_or_default();
+                    edits.push((at(after), format!(" {key} = {id},").into_bytes()));
+                }
+            }
         }
         if null_keys {
             for slot in &plan.key_values {

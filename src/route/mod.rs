@@ -20,7 +20,9 @@ use crate::config::{ChannelId, Config};
 use crate::error::{ER_TRUNCATED_WRONG_VALUE, ProxyError};
 use crate::id::RouteKeyDecoder;
 use crate::sql::hints::RouteHints;
-use crate::sql::{Analysis, ContextKind, ContextSlot, Refusal, ShardedPlan, Target, Verb};
+use crate::sql::{
+    Analysis, ContextKind, ContextSlot, Refusal, ShardedPlan, Target, ValueSlot, Verb,
+};
 use index::{IndexTable, RouteCache};
 pub use stats::{Layer, RouteStats};
 use value::{KeyValue, StatementValues};
@@ -260,6 +262,34 @@ impl<I: IndexTable> Router<I> {
         Ok(())
     }
 
+    /// The channel each row of an INSERT names through its channel/region column or the
+    /// statement's hints (`None` for a row that names none): where the proxy issues the ids
+    /// of an INSERT without the shard key (SPEC §6).
+    pub fn insert_channels(
+        &self,
+        plan: &ShardedPlan,
+        values: &StatementValues<'_>,
+        hints: &RouteHints,
+    ) -> Result<Vec<Option<ChannelId>>, ProxyError> {
+        plan.rows
+            .iter()
+            .map(|row| self.context(&Self::row_context(row), hints, values))
+            .collect()
+    }
+
+    fn row_context(row: &crate::sql::InsertRow) -> Vec<ContextSlot> {
+        let mut slots: Vec<ContextSlot> = Vec::with_capacity(2);
+        slots.extend(row.channel.map(|value| ContextSlot {
+            kind: ContextKind::Channel,
+            value,
+        }));
+        slots.extend(row.region.map(|value| ContextSlot {
+            kind: ContextKind::Region,
+            value,
+        }));
+        slots
+    }
+
     async fn route_insert(
         &self,
         plan: &ShardedPlan,
@@ -293,18 +323,42 @@ impl<I: IndexTable> Router<I> {
                     )));
                 }
             };
-            let mut slots: Vec<ContextSlot> = Vec::new();
-            slots.extend(row.channel.map(|value| ContextSlot {
-                kind: ContextKind::Channel,
-                value,
-            }));
-            slots.extend(row.region.map(|value| ContextSlot {
-                kind: ContextKind::Region,
-                value,
-            }));
-            let context = self.context(&slots, hints, values)?;
+            let context = self.context(&Self::row_context(row), hints, values)?;
+            if let (ValueSlot::Generated(_), Some(channel)) = (slot, context) {
+                // An id the proxy just issued for this row's channel: a route-key id decodes;
+                // a legacy-format one (channel not switched on yet) gets its index row.
+                if self.decoder.decode(id, now_ms).is_ok() {
+                    self.stats.count(Layer::Decode);
+                } else {
+                    self.stats.count(Layer::Context);
+                    index_writes.push((id, channel));
+                }
+                by_shard
+                    .entry(self.config.shard_of(channel, id))
+                    .or_default()
+                    .push(i);
+                continue;
+            }
             match self.resolve(id, true, context, now_ms).await? {
                 Resolution::Channel(channel, layer) => {
+                    // The row's own channel/region values must agree with its id: the
+                    // row would sit on its id's shard with another channel's values (an
+                    // UPDATE to that state is refused the same way).
+                    if let Some(slot) = Self::row_context(row)
+                        .iter()
+                        .find(|s| self.claim(s, values).is_some_and(|c| c != channel))
+                    {
+                        return Err(ProxyError::unroutable(format!(
+                            "row {} of this INSERT: {key} {id} belongs to {} but its {} value '{}' names another channel; refusing the insert",
+                            i + 1,
+                            self.config.channel(channel).name,
+                            match slot.kind {
+                                ContextKind::Channel => &self.config.sharding.channel_column,
+                                ContextKind::Region => &self.config.sharding.region_column,
+                            },
+                            values.text(slot.value).unwrap_or_default(),
+                        )));
+                    }
                     if layer == Layer::Context {
                         index_writes.push((id, channel));
                     }

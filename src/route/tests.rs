@@ -74,6 +74,7 @@ async fn route(r: &Router<MemoryIndex>, sql: &str) -> Result<RoutePlan, ProxyErr
         mode: LexMode::default(),
         params: &[],
         last_insert_id: 0,
+        generated: &[],
     };
     let hints = route_hints(sql.as_bytes(), &lexed.comments).unwrap();
     r.route(&analysis, &values, &hints, NOW).await

@@ -34,6 +34,8 @@ pub struct StatementValues<'a> {
     pub params: &'a [ParamValue],
     /// The session's `LAST_INSERT_ID()`.
     pub last_insert_id: u64,
+    /// Ids the proxy issued for INSERT rows without `order_id`, by row.
+    pub generated: &'a [u64],
 }
 
 /// An order id value, as the router sees it.
@@ -84,6 +86,10 @@ impl StatementValues<'_> {
             },
             ValueSlot::Null => KeyValue::NoMatch,
             ValueSlot::LastInsertId => KeyValue::Id(self.last_insert_id),
+            ValueSlot::Generated(row) => self
+                .generated
+                .get(row as usize)
+                .map_or(KeyValue::Expression, |id| KeyValue::Id(*id)),
             ValueSlot::Expression => KeyValue::Expression,
         }
     }
@@ -201,6 +207,7 @@ mod tests {
             mode: LexMode::default(),
             params: &[],
             last_insert_id: 0,
+            generated: &[],
         };
         values.key(ValueSlot::Literal {
             token: 0,
@@ -249,6 +256,7 @@ mod tests {
             mode: LexMode::default(),
             params: &params,
             last_insert_id: 99,
+            generated: &[],
         };
         assert_eq!(
             v.key(ValueSlot::Literal {

@@ -68,6 +68,15 @@ pub enum Command {
     },
     /// `SHOW ROUTEKEY STATS`: the proxy's route resolution counters (SPEC §8).
     ShowRouteStats,
+    /// `SHOW ROUTEKEY CALLERS`: who asks for ids without a region, most first.
+    ShowCallers,
+    /// `SELECT NEXT_ORDER_ID(['region' | ?]) [[AS] alias]`: an order id (SPEC §6).
+    NextOrderId {
+        /// The region given.
+        region: RegionArg,
+        /// The result column's name: the alias, or the expression as written.
+        column: String,
+    },
     /// Account, privilege and server administration (`GRANT`, `SET PASSWORD`, `DROP
     /// DATABASE`, `SHUTDOWN`, `LOAD DATA`, `... INTO OUTFILE`, ...): the proxy logs in to
     /// its backends with a service account and never lets clients use it for these.
@@ -76,6 +85,17 @@ pub enum Command {
     Refused(String),
     /// Any other statement: analysed as data.
     Statement,
+}
+
+/// The argument of `NEXT_ORDER_ID(...)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegionArg {
+    /// None: route key 0.
+    Missing,
+    /// A string literal.
+    Literal(String),
+    /// `?`: a prepared statement's parameter.
+    Param,
 }
 
 /// One assignment of a `SET` statement.
@@ -224,6 +244,7 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMod
             }
         }
         "show" => show(sql, tokens, words, mode),
+        "select" if w(1) == "next_order_id" => next_order_id(sql, tokens, mode),
         "desc" | "describe" if n >= 2 => table_info(sql, tokens, 1, false, false),
         // EXPLAIN tbl is DESCRIBE tbl; EXPLAIN SELECT ... is a statement.
         "explain"
@@ -248,6 +269,48 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMod
         }
         _ => Command::Statement,
     }
+}
+
+/// `SELECT NEXT_ORDER_ID()`, `SELECT NEXT_ORDER_ID('GB')`, with an optional alias; other
+/// uses of the function are statements (the server does not know it and says so).
+fn next_order_id(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
+    let Some(open) = tokens.get(2).filter(|t| t.is_punct(sql, "(")) else {
+        return Command::Statement;
+    };
+    let (region, close) = match tokens.get(3) {
+        Some(t) if t.is_punct(sql, ")") => (RegionArg::Missing, 3),
+        Some(t)
+            if t.kind == TokenKind::String
+                && tokens.get(4).is_some_and(|c| c.is_punct(sql, ")")) =>
+        {
+            (RegionArg::Literal(ident_text(sql, t, mode)), 4)
+        }
+        Some(t)
+            if t.kind == TokenKind::Placeholder
+                && tokens.get(4).is_some_and(|c| c.is_punct(sql, ")")) =>
+        {
+            (RegionArg::Param, 4)
+        }
+        _ => return Command::Statement,
+    };
+    let expression =
+        String::from_utf8_lossy(&sql[tokens[1].range.start..tokens[close].range.end]).into_owned();
+    let _ = open;
+    let rest = &tokens[close + 1..];
+    let column = match rest {
+        [] => expression,
+        [alias]
+            if matches!(
+                alias.kind,
+                TokenKind::Word | TokenKind::QuotedIdent | TokenKind::String
+            ) =>
+        {
+            ident_text(sql, alias, mode)
+        }
+        [kw, alias] if kw.is_word(sql, "as") => ident_text(sql, alias, mode),
+        _ => return Command::Statement,
+    };
+    Command::NextOrderId { region, column }
 }
 
 /// Statements that manage accounts, privileges, databases, replication, files on the
@@ -425,6 +488,7 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
             count: true,
         },
         ("routekey", "stats") if tokens.len() == 3 => Command::ShowRouteStats,
+        ("routekey", "callers") if tokens.len() == 3 => Command::ShowCallers,
         ("tables", _) => show_tables(sql, tokens, 2, false, mode),
         ("full", "tables") => show_tables(sql, tokens, 3, true, mode),
         ("columns" | "fields", "from" | "in") => table_info(sql, tokens, 3, true, false),

@@ -53,6 +53,8 @@ pub enum ValueSlot {
     Null,
     /// `LAST_INSERT_ID()`: the session's value.
     LastInsertId,
+    /// An order id the proxy issues for INSERT row n, which names no `order_id` (SPEC §6).
+    Generated(u32),
     /// Anything else: an expression the proxy does not evaluate.
     Expression,
 }
@@ -123,6 +125,22 @@ pub struct InsertRow {
     pub channel: Option<ValueSlot>,
     /// The region column's value.
     pub region: Option<ValueSlot>,
+}
+
+/// Where an INSERT that names no shard key gets one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyInsert {
+    /// `(col, ...) VALUES (v, ...), ...`: the key column after this `(` token, each row's id
+    /// after its own `(`.
+    ColumnList {
+        /// The column list's `(`.
+        after: u32,
+    },
+    /// `INSERT ... SET col = v, ...`: `key = id,` after this `SET` token.
+    Assignments {
+        /// The `SET` keyword.
+        after: u32,
+    },
 }
 
 /// Session identity functions the proxy answers itself.
@@ -214,6 +232,8 @@ pub struct ShardedPlan {
     pub needs_merge: bool,
     /// UPDATE assigns the shard key this value (allowed only when unchanged).
     pub sets_key: Option<ValueSlot>,
+    /// INSERT without the shard key: where the proxy adds it with the ids it issues.
+    pub key_insert: Option<KeyInsert>,
     /// UPDATE assigns the channel or region column.
     pub sets_context: Vec<ContextSlot>,
 }

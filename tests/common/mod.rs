@@ -28,10 +28,12 @@ pub fn config() -> Config {
     config
 }
 
-/// A proxy running in-process.
+/// A proxy running in-process, with its admin HTTP port.
 pub struct Harness {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where its admin HTTP port listens.
+    pub admin: SocketAddr,
     /// Its shared state (counters, config).
     pub proxy: Arc<Proxy>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -48,19 +50,32 @@ impl Harness {
     pub async fn start_with(config: Config) -> Self {
         check_sandbox().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let admin = admin_listener.local_addr().unwrap();
         let proxy = Proxy::new(config);
         let (tx, rx) = oneshot::channel::<()>();
+        let (admin_tx, admin_rx) = oneshot::channel::<()>();
         let p = proxy.clone();
+        let admin_task = tokio::spawn(routekey_proxy::admin::serve(
+            admin_listener,
+            proxy.clone(),
+            async {
+                let _ = admin_rx.await;
+            },
+        ));
         let task = tokio::spawn(async move {
             serve(listener, p, async {
                 let _ = rx.await;
             })
             .await
             .unwrap();
+            let _ = admin_tx.send(());
+            let _ = admin_task.await;
         });
         Self {
             addr,
+            admin,
             proxy,
             shutdown: Some(tx),
             task: Some(task),
@@ -738,6 +753,11 @@ impl RawClient {
         }
     }
 
+    /// Reads one packet's payload.
+    pub async fn read_packet(&mut self) -> Vec<u8> {
+        read_packet(&mut self.stream).await.1
+    }
+
     /// Sends COM_QUERY and reads its reply.
     pub async fn query(&mut self, sql: &str) -> RawReply {
         self.send_query(sql).await;
@@ -765,4 +785,42 @@ async fn write_packet(s: &mut tokio::net::TcpStream, seq: u8, payload: &[u8]) {
     buf.push(seq);
     buf.extend_from_slice(payload);
     s.write_all(&buf).await.unwrap();
+}
+
+/// A TCP link to `upstream` that a test can cut (a network partition): every connection
+/// through it and its listener end at once.
+pub struct Forwarder {
+    /// Where clients connect.
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Forwarder {
+    /// Starts forwarding.
+    pub async fn start(upstream: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let mut links = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                links.spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        Self { addr, task }
+    }
+
+    /// Cuts the link: open connections and the listener close.
+    pub fn cut(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

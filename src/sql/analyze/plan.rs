@@ -212,6 +212,7 @@ impl Planner<'_, '_> {
             values_span: None,
             needs_merge: false,
             sets_key: None,
+            key_insert: None,
             sets_context: Vec::new(),
         }
     }
@@ -394,6 +395,21 @@ impl Planner<'_, '_> {
                     row.region = slot;
                 }
             }
+            if row.order_id.is_none() {
+                let after = ins
+                    .assignments
+                    .first()
+                    .and_then(|a| match &a.target {
+                        sqlparser::ast::AssignmentTarget::ColumnName(n) => n.0.first()?.as_ident(),
+                        _ => None,
+                    })
+                    .and_then(|i| self.pos.token_at(i.span.start))
+                    .and_then(|t| t.checked_sub(1))
+                    .filter(|&t| self.pos.tokens[t as usize].is_word(self.pos.decoded_sql(), "set"))
+                    .ok_or_else(|| Self::not_yet("this form of INSERT without order_id"))?;
+                plan.key_insert = Some(KeyInsert::Assignments { after });
+                row.order_id = Some(ValueSlot::Generated(0));
+            }
             plan.rows.push(row);
             return Ok(plan);
         }
@@ -411,7 +427,18 @@ impl Planner<'_, '_> {
                 "INSERT into a sharded table without a column list (name the columns)",
             ));
         }
-        for row in &values.rows {
+        if key_col.is_none() {
+            let after = ins
+                .columns
+                .first()
+                .and_then(|c| c.0.first()?.as_ident())
+                .and_then(|i| self.pos.token_at(i.span.start))
+                .and_then(|t| t.checked_sub(1))
+                .filter(|&t| self.pos.tokens[t as usize].is_punct(self.pos.decoded_sql(), "("))
+                .ok_or_else(|| Self::not_yet("this form of INSERT without order_id"))?;
+            plan.key_insert = Some(KeyInsert::ColumnList { after });
+        }
+        for (n, row) in values.rows.iter().enumerate() {
             let (Some(open), Some(close)) = (
                 self.pos.token_at(row.opening_token.0.span.start),
                 self.pos.token_at(row.closing_token.0.span.start),
@@ -429,7 +456,10 @@ impl Planner<'_, '_> {
                     first: open,
                     last: close,
                 },
-                order_id: slot(key_col),
+                order_id: match key_col {
+                    Some(_) => slot(key_col),
+                    None => Some(ValueSlot::Generated(n as u32)),
+                },
                 channel: slot(channel_col),
                 region: slot(region_col),
             });
