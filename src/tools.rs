@@ -39,6 +39,27 @@ pub fn config_summary(c: &Config) -> String {
             )
         ));
     }
+    let (on, off): (Vec<_>, Vec<_>) = c
+        .channels
+        .iter()
+        .enumerate()
+        .partition(|(i, _)| c.issuance.route_key_channels[*i]);
+    let names = |v: Vec<(usize, &crate::config::Channel)>| {
+        v.into_iter()
+            .map(|(_, ch)| ch.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    out.push_str(&format!(
+        "issuance: route-key ids for [{}], classic ids for [{}]; {} worker ids leased from {}.{} (ttl {:?}); admin HTTP on {}\n",
+        names(on),
+        names(off),
+        1u64 << c.layout.worker_bits(),
+        c.index.database,
+        c.issuance.lease_table,
+        c.issuance.lease_ttl,
+        c.admin.listen,
+    ));
     out.trim_end().to_owned()
 }
 

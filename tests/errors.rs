@@ -111,16 +111,25 @@ async fn deferred_statements_are_refused_with_1235_and_the_connection_goes_on() 
         format!("SELECT * FROM t_order WHERE order_id IN ({eu}, {biz}) ORDER BY order_id"),
         format!("SELECT * FROM t_order WHERE order_id IN ({eu}, {biz}) LIMIT 1"),
         format!("SELECT COUNT(*) FROM t_order WHERE order_id IN ({eu}, {biz})"),
-        format!("SELECT status, COUNT(*) FROM t_order WHERE order_id IN ({eu}, {biz}) GROUP BY status"),
-        format!("SELECT o.order_id, m.name FROM t_order o JOIN t_merchant m ON m.merchant_id = o.user_id WHERE o.order_id = {eu}"),
+        format!(
+            "SELECT status, COUNT(*) FROM t_order WHERE order_id IN ({eu}, {biz}) GROUP BY status"
+        ),
+        format!(
+            "SELECT o.order_id, m.name FROM t_order o JOIN t_merchant m ON m.merchant_id = o.user_id WHERE o.order_id = {eu}"
+        ),
         format!("SELECT * FROM t_order WHERE order_id = {eu} LOCK IN SHARE MODE"),
         format!("SELECT * FROM t_order WHERE order_id = {eu} + 1"),
-        format!("INSERT INTO t_order {ORDER_COLUMNS} VALUES ({fresh} + 0, 'EU_CHANNEL', 'GB', 1, 1, 'x', NULL, NOW())"),
+        format!(
+            "INSERT INTO t_order {ORDER_COLUMNS} VALUES ({fresh} + 0, 'EU_CHANNEL', 'GB', 1, 1, 'x', NULL, NOW())"
+        ),
         "XA START 'x'".to_owned(),
     ] {
         let (code, _, msg) = server_error(c.query_drop(&sql).await);
         assert_eq!(code, 1235, "{sql}: {msg}");
-        assert!(msg.len() > 20, "{sql}: a message that says what is refused: {msg}");
+        assert!(
+            msg.len() > 20,
+            "{sql}: a message that says what is refused: {msg}"
+        );
         assert_usable(&mut c).await;
     }
     assert_eq!(placement(fresh).await, (vec![], vec![]));

@@ -140,6 +140,15 @@ async fn next_order_id_returns_one_bigint_unsigned_of_the_regions_channel_in_tex
             .map_or(0, |(_, n)| *n)
     };
     assert_eq!(count(&callers), count(&before) + 2, "{callers:?}");
+    let stats: HashMap<String, u64> = c
+        .query::<(String, u64), _>("SHOW ROUTEKEY STATS")
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(stats["ids_issued_EU_CHANNEL"], 4, "{stats:?}");
+    assert_eq!(stats["ids_issued_CN_CHANNEL"], 2, "{stats:?}");
+    assert_eq!(stats["ids_issued_without_region"], 2, "{stats:?}");
     h.stop().await;
 }
 

@@ -128,6 +128,20 @@ impl Session {
             "hints_followed_for_unknown_ids".to_owned(),
             stats.hints_followed(),
         ));
+        let issued = self.proxy.issuer.stats();
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        for (channel, n) in self.proxy.config.channels.iter().zip(&issued.per_channel) {
+            rows.push((format!("ids_issued_{}", channel.name), load(n)));
+        }
+        rows.push((
+            "ids_issued_without_region".to_owned(),
+            load(&issued.without_region),
+        ));
+        rows.push(("id_clock_refusals".to_owned(), load(&issued.clock_refusals)));
+        rows.push((
+            "id_leases_refused_full".to_owned(),
+            load(&issued.lease_full),
+        ));
         let charset = self.result_charset();
         let columns = [
             varchar("Counter", 64, charset),
