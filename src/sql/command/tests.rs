@@ -1,0 +1,211 @@
+use super::*;
+use crate::sql::lexer::lex;
+
+fn cmd(sql: &str) -> Command {
+    let lexed = lex(sql.as_bytes(), LexMode::default());
+    classify(sql.as_bytes(), &lexed.tokens, LexMode::default())
+}
+
+#[test]
+fn transaction_commands() {
+    assert_eq!(cmd("BEGIN"), Command::Begin);
+    assert_eq!(cmd("begin work"), Command::Begin);
+    assert_eq!(cmd("START TRANSACTION READ ONLY"), Command::Begin);
+    assert_eq!(cmd("commit"), Command::Commit);
+    assert_eq!(cmd("COMMIT WORK AND NO CHAIN NO RELEASE"), Command::Commit);
+    assert_eq!(cmd("COMMIT AND CHAIN"), Command::ChainOrRelease);
+    assert_eq!(cmd("ROLLBACK RELEASE"), Command::ChainOrRelease);
+    assert_eq!(cmd("rollback"), Command::Rollback);
+    assert_eq!(
+        cmd("ROLLBACK TO SAVEPOINT a"),
+        Command::RollbackTo("a".into())
+    );
+    assert_eq!(cmd("rollback work to `b`"), Command::RollbackTo("b".into()));
+    assert_eq!(cmd("SAVEPOINT s1"), Command::Savepoint("s1".into()));
+    assert_eq!(
+        cmd("RELEASE SAVEPOINT s1"),
+        Command::ReleaseSavepoint("s1".into())
+    );
+    assert_eq!(cmd("BEGIN NOT ATOMIC SELECT 1; END"), Command::Statement);
+}
+
+#[test]
+fn set_forms_drivers_send() {
+    assert_eq!(
+        cmd("set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')"),
+        Command::Set(vec![
+            SetItem::SessionVar("autocommit".into()),
+            SetItem::SessionVar("sql_mode".into())
+        ])
+    );
+    assert_eq!(
+        cmd("SET @@session.autocommit = OFF"),
+        Command::Set(vec![SetItem::SessionVar("autocommit".into())])
+    );
+    assert_eq!(
+        cmd("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'"),
+        Command::Set(vec![SetItem::Names(Some("utf8mb4".into()))])
+    );
+    assert_eq!(
+        cmd("SET character set gbk"),
+        Command::Set(vec![SetItem::Names(Some("gbk".into()))])
+    );
+    assert_eq!(
+        cmd("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+        Command::Set(vec![SetItem::Transaction { session: true }])
+    );
+    assert_eq!(
+        cmd("SET TRANSACTION READ ONLY"),
+        Command::Set(vec![SetItem::Transaction { session: false }])
+    );
+    assert_eq!(
+        cmd("SET GLOBAL max_connections = 10"),
+        Command::Set(vec![SetItem::GlobalVar("max_connections".into())])
+    );
+    assert_eq!(
+        cmd("SET @X = 1, @`a b` := 2"),
+        Command::Set(vec![
+            SetItem::UserVar("@x".into()),
+            SetItem::UserVar("@a b".into())
+        ])
+    );
+    assert_eq!(
+        cmd("SET time_zone = '+00:00', @@local.wait_timeout=10"),
+        Command::Set(vec![
+            SetItem::SessionVar("time_zone".into()),
+            SetItem::SessionVar("wait_timeout".into())
+        ])
+    );
+    assert_eq!(
+        cmd("SET STATEMENT max_statement_time=1 FOR SELECT 1"),
+        Command::Statement
+    );
+}
+
+#[test]
+fn show_and_describe() {
+    assert_eq!(
+        cmd("SHOW WARNINGS"),
+        Command::ShowDiagnostics {
+            errors_only: false,
+            count: false
+        }
+    );
+    assert_eq!(
+        cmd("show count(*) errors"),
+        Command::ShowDiagnostics {
+            errors_only: true,
+            count: true
+        }
+    );
+    assert_eq!(
+        cmd("SHOW FULL TABLES FROM orders LIKE 't\\_%'"),
+        Command::ShowTables {
+            full: true,
+            database: Some("orders".into()),
+            like: Some(b"t\\_%".to_vec()),
+            filtered: false
+        }
+    );
+    assert!(matches!(
+        cmd("DESCRIBE orders.t_order"),
+        Command::TableInfo {
+            table: TokSpan { first: 1, last: 3 },
+            ..
+        }
+    ));
+    assert!(matches!(
+        cmd("SHOW CREATE TABLE `t_order`"),
+        Command::TableInfo {
+            names_in_rows: true,
+            ..
+        }
+    ));
+    assert!(matches!(
+        cmd("show full columns from t_order from orders"),
+        Command::TableInfo {
+            database: Some(_),
+            ..
+        }
+    ));
+    assert_eq!(cmd("EXPLAIN SELECT 1"), Command::Statement);
+    assert_eq!(cmd("show routekey stats"), Command::ShowRouteStats);
+    assert!(matches!(cmd("explain t_order"), Command::TableInfo { .. }));
+    assert_eq!(cmd("USE `orders`"), Command::Use("orders".into()));
+    assert_eq!(
+        cmd("KILL QUERY 12"),
+        Command::Kill {
+            query_only: true,
+            id: Some(12),
+            own: false
+        }
+    );
+}
+
+#[test]
+fn administration_is_recognized() {
+    for sql in [
+        "SET PASSWORD = PASSWORD('x')",
+        "set password for root@localhost = 'x'",
+        "GRANT ALL ON *.* TO x",
+        "CREATE USER x",
+        "drop database order_shards",
+        "DROP SCHEMA orders",
+        "SHUTDOWN",
+        "FLUSH TABLES WITH READ LOCK",
+        "LOAD DATA INFILE '/etc/passwd' INTO TABLE t_merchant",
+        "SELECT * FROM t_merchant INTO OUTFILE '/tmp/x'",
+        "SET ROLE admin",
+        "STOP SLAVE",
+        "/*!50000 GRANT ALL ON *.* TO x */",
+        "/*!CREATE USER y*/",
+        "CREATE OR REPLACE USER z",
+        "CREATE OR REPLACE DATABASE d",
+        "SET STATEMENT max_statement_time=100 FOR CREATE USER q",
+        "SET NAMES utf8mb4, PASSWORD FOR x = PASSWORD('y')",
+        "SET autocommit=1, ROLE NONE",
+        "CREATE DEFINER=root@localhost PROCEDURE p() SELECT 1",
+        "CREATE PROCEDURE p() CREATE USER u",
+        "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1",
+        "BACKUP STAGE START",
+        "SELECT LOAD_FILE('/etc/hostname')",
+    ] {
+        assert!(
+            matches!(cmd(sql), Command::Administrative(_)),
+            "{sql}: {:?}",
+            cmd(sql)
+        );
+    }
+    assert_eq!(cmd("START TRANSACTION"), Command::Begin);
+    assert_eq!(cmd("CREATE TABLE t (a INT)"), Command::Statement);
+    assert_eq!(
+        cmd("CREATE TABLE t (user INT, role INT)"),
+        Command::Statement
+    );
+    assert_eq!(
+        cmd("CREATE OR REPLACE VIEW v AS SELECT user FROM t"),
+        Command::Statement
+    );
+    assert_eq!(cmd("DROP TABLE IF EXISTS user"), Command::Statement);
+    assert_eq!(cmd("SELECT 'into outfile'"), Command::Statement);
+    for sql in [
+        "PREPARE s FROM 'SELECT 1'",
+        "EXECUTE s",
+        "EXECUTE IMMEDIATE 'SELECT 1'",
+        "DEALLOCATE PREPARE s",
+    ] {
+        assert!(matches!(cmd(sql), Command::Refused(_)), "{sql}");
+    }
+    assert_eq!(
+        cmd("SET STATEMENT max_statement_time=1 FOR SELECT 1"),
+        Command::Statement
+    );
+    // Executable comments around a table name keep their token positions.
+    assert!(matches!(
+        cmd("DESCRIBE /*!50000 orders.t_order */"),
+        Command::TableInfo {
+            table: TokSpan { first: 2, last: 4 },
+            ..
+        }
+    ));
+}
