@@ -281,6 +281,24 @@ class TestWrites(PyCase):
             cur.execute("SELECT COUNT(*) FROM t_order WHERE order_id = %s", (oid2,))
             self.assertEqual(cur.fetchone(), (0,))
 
+    def test_insert_without_order_id_reports_the_issued_id(self):
+        """INSERT without order_id: cursor.lastrowid and LAST_INSERT_ID() are the id the proxy
+        issued for the row's channel; the row sits on that id's shard."""
+        pc = self.proxy(autocommit=True)
+        cols = "channel, region, user_id, amount, status, note, created_at"
+        for channel in ("EU_CHANNEL", "BIZ_CHANNEL"):
+            region = C.channels()[channel]["regions"][0]
+            with pc.cursor() as cur:
+                n = cur.execute("INSERT INTO t_order (%s) VALUES (%%s, %%s, 1, 1.50, 'NEW', 'auto id', NOW())" % cols,
+                                (channel, region))
+                oid = cur.lastrowid
+                self.created.append(oid)
+                self.assertEqual(n, 1)
+                cur.execute("SELECT LAST_INSERT_ID()")
+                self.assertEqual(cur.fetchone(), (oid,))
+            self.assertEqual((oid >> 14) & 15, C.channels()[channel]["code"], "route key of %d" % oid)
+            self.assertEqual(self.placement(oid), [C.shard_of(oid, channel)])
+
     def test_update_delete(self):
         pc = self.proxy()
         oid = self.fresh("CN_CHANNEL")

@@ -197,6 +197,42 @@ final class WriteChecks extends ProxyClientSuite {
             }
         });
 
+        check(tag + "INSERT without order_id: getGeneratedKeys() and LAST_INSERT_ID() give the id the proxy issued; the row is on its shard", () -> {
+            try (Conns c = new Conns(m.props())) {
+                for (String ch : List.of("EU_CHANNEL", "CORP_CHANNEL")) {
+                    Order o = newOrder(ch, -1, "auto id");
+                    String sql = "INSERT INTO t_order (channel, region, user_id, amount, status, note, created_at) VALUES (?, ?, ?, ?, 'NEW', ?, ?)";
+                    long key;
+                    try (PreparedStatement ps = c.p.prepareStatement(sql, Statement.RETURN_GENERATED_KEYS)) {
+                        ps.setString(1, o.channel);
+                        ps.setString(2, o.region);
+                        ps.setLong(3, o.userId);
+                        ps.setBigDecimal(4, o.amount);
+                        ps.setString(5, o.note);
+                        ps.setTimestamp(6, o.createdAt);
+                        int n = ps.executeUpdate();
+                        expect(n == 1, sql + " (" + c.props + "): executeUpdate " + n);
+                        try (ResultSet rs = ps.getGeneratedKeys()) {
+                            expect(rs.next(), sql + " (" + c.props + "): no generated key");
+                            key = rs.getLong(1);
+                        }
+                    }
+                    CREATED.add(key);
+                    long last;
+                    try (Statement st = c.p.createStatement(); ResultSet rs = st.executeQuery("SELECT LAST_INSERT_ID()")) {
+                        rs.next();
+                        last = rs.getLong(1);
+                    }
+                    int code = (int) ((key >>> 14) & 15);
+                    int shard = shardOf(key, ch);
+                    expect(last == key, "LAST_INSERT_ID() " + Long.toUnsignedString(last) + " after generated key " + Long.toUnsignedString(key));
+                    expect(code == CH_CODE.get(ch), "generated key " + Long.toUnsignedString(key) + " carries route key " + code + ", not " + ch + "'s");
+                    expect(shardsHolding(key, "t_order").equals(List.of(shard)), "INSERT without order_id of " + ch + ": " + Long.toUnsignedString(key)
+                        + " on " + shardsHolding(key, "t_order") + ", expected shard " + shard);
+                }
+            }
+        });
+
         check(tag + "multi-row INSERT with parameters: split by shard on one datasource (affected rows summed), refused over two (1235)", () -> {
             String row = "(?, ?, ?, ?, ?, ?, ?, ?)";
             String sql3 = "INSERT INTO t_order (" + ORDER_COLS + ") VALUES " + row + ", " + row + ", " + row;
