@@ -255,5 +255,5 @@ async fn a_dba_sees_the_layer_counters_through_sql() {
     assert_eq!(moved("resolved_by_index"), 1);
     assert_eq!(moved("resolved_by_cache"), 1);
     assert_eq!(moved("decode_failed_before_route_key_since"), 2);
-    assert_eq!(moved("resolved_by_unresolved"), 0);
+    assert_eq!(moved("unresolved"), 0);
 }

@@ -115,7 +115,13 @@ impl Session {
         let stats = self.proxy.router.stats();
         let mut rows: Vec<(String, u64)> = Layer::ALL
             .iter()
-            .map(|l| (format!("resolved_by_{}", l.label()), stats.layer(*l)))
+            .map(|l| {
+                let name = match l {
+                    Layer::Unresolved => "unresolved".to_owned(),
+                    l => format!("resolved_by_{}", l.label()),
+                };
+                (name, stats.layer(*l))
+            })
             .collect();
         rows.extend(
             stats

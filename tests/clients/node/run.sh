@@ -14,8 +14,17 @@ HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 : "${ROUTEKEY_PROXY_PORT:?set by scripts/client-tests.sh}"
 : "${ROUTEKEY_SANDBOX_DIR:?set by scripts/client-tests.sh}"
 
-command -v node >/dev/null 2>&1 || { echo "node: node (Node.js 20) is not installed" >&2; exit 1; }
-command -v npm >/dev/null 2>&1 || { echo "node: npm is not installed" >&2; exit 1; }
+# Node.js (18 or newer) and npm: Debian's packages when missing.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || { echo "node: node and npm are missing and there is no apt-get" >&2; exit 1; }
+    echo "node: installing nodejs and npm with apt-get" >&2
+    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm >&2 \
+        || { $SUDO apt-get update -q >&2 && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm >&2; } \
+        || { echo "node: apt-get install nodejs npm failed" >&2; exit 1; }
+fi
+major=$(node -p 'process.versions.node.split(".")[0]')
+(( major >= 18 )) || { echo "node: Node.js $major is too old (18 or newer)" >&2; exit 1; }
 
 DEPS="$ROUTEKEY_SANDBOX_DIR/client-tests/node-mysql2"
 mkdir -p "$DEPS"
