@@ -240,6 +240,18 @@ async fn an_insert_without_order_id_and_without_a_known_channel_is_refused_and_w
             .unwrap();
         assert_eq!(n, Some(0), "shard {shard}");
     }
+    // Items belong to an existing order: no id is issued for them.
+    let (code, _, message) = server_error(
+        c.query_drop(
+            "INSERT /*region='GB'*/ INTO t_order_item (item_no, sku, qty, price) VALUES (1, 'x', 1, 1)",
+        )
+        .await,
+    );
+    assert_eq!(code, 1235, "{message}");
+    assert!(
+        message.contains("names the order it belongs to"),
+        "{message}"
+    );
     assert_usable(&mut c).await;
     h.stop().await;
 }

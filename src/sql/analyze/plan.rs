@@ -61,6 +61,22 @@ impl Planner<'_, '_> {
         Target::Refused(Refusal::NotYet(what.to_owned()))
     }
 
+    /// Only rows of the first binding table (the orders) get ids the proxy issues: a row of
+    /// another one (an order's items) names the order it belongs to.
+    fn may_issue_ids(&self, plan: &ShardedPlan) -> Result<(), Target> {
+        if plan.primary_table.0 == 0 {
+            return Ok(());
+        }
+        let tables = &self.cx.config.sharding.binding_tables;
+        Err(Target::Refused(Refusal::Unsupported(format!(
+            "INSERT into {} without {}: the proxy issues ids for new rows of {} only; a row of {} names the order it belongs to",
+            tables[usize::from(plan.primary_table.0)],
+            self.cx.config.sharding.shard_key,
+            tables[0],
+            tables[usize::from(plan.primary_table.0)],
+        ))))
+    }
+
     fn is_logical_db(&self, name: &str) -> bool {
         name.eq_ignore_ascii_case(&self.cx.config.sharding.logical_database)
     }
@@ -396,6 +412,7 @@ impl Planner<'_, '_> {
                 }
             }
             if row.order_id.is_none() {
+                self.may_issue_ids(&plan)?;
                 let after = ins
                     .assignments
                     .first()
@@ -428,6 +445,7 @@ impl Planner<'_, '_> {
             ));
         }
         if key_col.is_none() {
+            self.may_issue_ids(&plan)?;
             let after = ins
                 .columns
                 .first()
