@@ -129,6 +129,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let mut sessions = JoinSet::new();
+    let issuer = proxy.issuer.clone();
+    tokio::spawn(async move { issuer.prepare().await });
     tokio::pin!(shutdown);
     loop {
         tokio::select! {

@@ -68,6 +68,11 @@ async fn an_expired_lease_is_taken_over_only_after_its_holder_stopped_issuing() 
     base.layout = IdLayout::new(41, 0, 4, 19, base.layout.epoch_ms()).unwrap();
     base.issuance.lease_ttl = Duration::from_secs(1);
     drop_lease_table(&base).await;
+    // The one worker id row, created and settled before the test starts.
+    Issuer::new(Arc::new(base.clone()), Arc::new(SystemClock))
+        .prepare()
+        .await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
     // The first generator reaches the meta datasource through a link the test cuts.
     let link = Forwarder::start(format!("127.0.0.1:{}", sandbox_port(0)).parse().unwrap()).await;
     let mut cut_off = base.clone();
@@ -303,7 +308,10 @@ async fn ids_from_four_proxy_processes_and_32_clients_are_unique_and_carry_their
             &format!("127.0.0.1:{}", sandbox_port(ds as usize)),
         );
     }
-    let lease = format!("lease_table = \"{}\"\n", config.issuance.lease_table);
+    let lease = format!(
+        "lease_table = \"{}\"\nlease_ttl = \"2s\"\n",
+        config.issuance.lease_table
+    );
     text = if text.contains("\n[issuance]\n") {
         text.replace("\n[issuance]\n", &format!("\n[issuance]\n{lease}"))
     } else {
@@ -419,4 +427,94 @@ async fn ids_from_four_proxy_processes_and_32_clients_are_unique_and_carry_their
     assert!(rows.iter().all(|r| r.2 == 1), "released: {rows:?}");
     drop_lease_table(&config).await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_lost_lease_table_stops_its_holders_before_anyone_reuses_their_worker_ids() {
+    let config = Arc::new(lease_config("lost"));
+    drop_lease_table(&config).await;
+    let a = Issuer::new(config.clone(), Arc::new(SystemClock));
+    let mut a_ids = a.issue(None, &caller(), 10).await.unwrap();
+    assert_eq!(a.worker(), Some(0));
+    // The table is lost (dropped, a restore from before it existed) while A issues.
+    drop_lease_table(&config).await;
+    let lost_at = Instant::now();
+    let a_task = tokio::spawn(async move {
+        let mut last_ok = Instant::now();
+        loop {
+            let called = Instant::now();
+            match a.issue(None, &caller(), 50).await {
+                // A call that waited for rows to settle took a new lease: the old one ended
+                // with the previous call.
+                Ok(mut ids) if called.elapsed() > Duration::from_millis(1000) => {
+                    a_ids.append(&mut ids);
+                    return (last_ok, a_ids);
+                }
+                Ok(mut ids) => {
+                    last_ok = Instant::now();
+                    a_ids.append(&mut ids);
+                }
+                Err(IssueFailure::LeaseLost) => return (last_ok, a_ids),
+                Err(e) => panic!("{e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    // B creates the table again: the new rows are not leased before a lease time passed.
+    let b = Issuer::new(config.clone(), Arc::new(SystemClock));
+    let b_ids = b.issue(None, &caller(), 1000).await.unwrap();
+    let b_at = Instant::now();
+    let (a_last_ok, a_ids) = a_task.await.unwrap();
+    assert!(
+        a_last_ok < b_at,
+        "A issued until {:?}, B from {:?}",
+        a_last_ok - lost_at,
+        b_at - lost_at
+    );
+    assert!(
+        a_last_ok - lost_at < Duration::from_millis(2000 / 3 + 500),
+        "A stopped at its next renewal"
+    );
+    let all: HashSet<u64> = a_ids.iter().chain(&b_ids).copied().collect();
+    assert_eq!(all.len(), a_ids.len() + b_ids.len(), "duplicate ids");
+    b.release().await;
+    drop_lease_table(&config).await;
+}
+
+#[tokio::test]
+async fn an_acquirer_stalled_with_a_row_locked_blocks_neither_holders_nor_other_acquirers() {
+    let config = Arc::new(lease_config("stall"));
+    drop_lease_table(&config).await;
+    let a = Issuer::new(config.clone(), Arc::new(SystemClock));
+    a.issue(None, &caller(), 1).await.unwrap();
+    assert_eq!(a.worker(), Some(0));
+    // A stalled acquirer: it locked worker id 1's row and went quiet.
+    let mut stalled = backend(0).await;
+    exec(&mut stalled, "BEGIN").await;
+    exec(
+        &mut stalled,
+        &format!(
+            "SELECT * FROM {}.{} WHERE worker_id = 1 FOR UPDATE",
+            config.index.database, config.issuance.lease_table
+        ),
+    )
+    .await;
+    // Another proxy takes the next worker id at once.
+    let started = Instant::now();
+    let b = Issuer::new(config.clone(), Arc::new(SystemClock));
+    b.issue(None, &caller(), 1).await.unwrap();
+    assert_eq!(b.worker(), Some(2));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // A keeps renewing and issuing well past its lease time.
+    tokio::time::sleep(Duration::from_millis(5000)).await;
+    a.issue(None, &caller(), 1).await.unwrap();
+    assert_eq!(a.worker(), Some(0));
+    exec(&mut stalled, "ROLLBACK").await;
+    a.release().await;
+    b.release().await;
+    drop_lease_table(&config).await;
 }

@@ -210,6 +210,15 @@ impl Issuer {
         })
     }
 
+    /// Creates the lease table and its rows if they are missing (called at startup; takes no
+    /// lease). Rows created now can be leased a lease time later, so doing it early spares
+    /// the first id that wait. Failures are only logged: the first id tries again.
+    pub async fn prepare(&self) {
+        if let Err(e) = self.store.prepare().await {
+            tracing::debug!(error = %e, "could not prepare the worker id lease table");
+        }
+    }
+
     /// Counters.
     pub fn stats(&self) -> &IssueStats {
         &self.stats
@@ -293,7 +302,8 @@ impl Issuer {
                 return Err(e.clone().into());
             }
         }
-        let lease = match self.store.acquire(started).await {
+        let clock = self.clock.clone();
+        let lease = match self.store.acquire(&move || clock.now_ms()).await {
             Ok(lease) => lease,
             Err(e) => {
                 if matches!(e, LeaseError::Full(_)) {
@@ -316,12 +326,11 @@ impl Issuer {
         // Never at or before what the previous holder of this worker id issued.
         route_key.start_after(lease.issued_until_ms);
         legacy.start_after(lease.issued_until_ms);
-        let ttl_ms = u64::try_from(self.store.ttl().as_millis()).unwrap_or(u64::MAX);
         let active = Arc::new(Active {
             lease,
             route_key,
             legacy,
-            deadline_ms: AtomicU64::new(started + ttl_ms),
+            deadline_ms: AtomicU64::new(lease.deadline_ms),
             lost: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             heartbeat: Mutex::new(None),

@@ -40,6 +40,22 @@ pub struct Lease {
     /// No id a previous holder issued with this worker id carries a later timestamp
     /// (Unix ms); 0 for a worker id never leased.
     pub issued_until_ms: u64,
+    /// The holder may issue until this local time (Unix ms) unless it renews; the row's
+    /// bound was raised to it.
+    pub deadline_ms: u64,
+}
+
+/// A row of the lease table as an acquirer reads it: worker id, holder, expired past its
+/// grace (0/1), issued_until_ms, ms until it is expired past its grace.
+type LeaseRow = (u64, String, u8, u64, i64);
+
+/// What one attempt to take a lease found.
+enum Acquired {
+    Lease(Lease),
+    /// Every worker id is held.
+    Full,
+    /// None is free, but rows nobody holds become usable after this long.
+    SettlingFor(Duration),
 }
 
 /// The lease table.
@@ -107,40 +123,67 @@ impl LeaseStore {
         }
     }
 
-    /// Takes a free worker id. `now_ms` is the local clock (Unix ms): a worker id whose
+    /// Takes a free worker id. `now_ms` reads the local clock (Unix ms): a worker id whose
     /// previous holder issued later than that is left alone. The holder may issue until
-    /// `now_ms` plus the lease time unless it renews. A deadlock or lock wait between
-    /// acquirers is retried.
-    pub async fn acquire(&self, now_ms: u64) -> Result<Lease, LeaseError> {
+    /// `now_ms` plus the lease time unless it renews.
+    ///
+    /// Worker id rows this call has to create (first use, or a lease table that was lost
+    /// while proxies may still hold leases from it) are usable only a lease time and its
+    /// grace later; when nothing else is free, the call waits for them.
+    pub async fn acquire(
+        &self,
+        now_ms: &(dyn Fn() -> u64 + Send + Sync),
+    ) -> Result<Lease, LeaseError> {
         let mut attempt = 0;
+        let mut waited = Duration::ZERO;
         loop {
-            match tokio::time::timeout(self.timeout, self.try_acquire(now_ms)).await {
-                Err(_) => {
-                    return Err(LeaseError::Store(format!(
-                        "no answer within {:?}",
-                        self.timeout
-                    )));
-                }
+            let outcome = match tokio::time::timeout(self.timeout, self.try_acquire(now_ms())).await
+            {
+                Err(_) => Err(LeaseError::Store(format!(
+                    "no answer within {:?}",
+                    self.timeout
+                ))),
                 Ok(Err(mysql_async::Error::Server(e)))
                     if attempt < 5 && (e.code == 1213 || e.code == 1205) =>
                 {
                     attempt += 1;
                     let pause = rand::random_range(5..50u64) * attempt;
                     tokio::time::sleep(Duration::from_millis(pause)).await;
+                    continue;
                 }
-                Ok(Err(e)) => return Err(store_error(e)),
-                Ok(Ok(None)) => return Err(LeaseError::Full(self.workers)),
-                Ok(Ok(Some(lease))) => return Ok(lease),
+                Ok(Err(e)) => Err(store_error(e)),
+                Ok(Ok(outcome)) => Ok(outcome),
+            };
+            match outcome? {
+                Acquired::Lease(lease) => return Ok(lease),
+                Acquired::Full => return Err(LeaseError::Full(self.workers)),
+                Acquired::SettlingFor(wait) => {
+                    let limit = self.ttl + self.grace + Duration::from_secs(1);
+                    if waited + wait > limit {
+                        return Err(LeaseError::Full(self.workers));
+                    }
+                    tracing::info!(
+                        ?wait,
+                        "worker id rows were just created (first use, or the lease table was lost); waiting until no earlier holder can still use them"
+                    );
+                    tokio::time::sleep(wait).await;
+                    waited += wait;
+                }
             }
         }
     }
 
-    async fn try_acquire(&self, now_ms: u64) -> Result<Option<Lease>, mysql_async::Error> {
+    /// Creates the lease table and its missing worker id rows, if any, and otherwise reads
+    /// every row: (worker id, holder, expired past its grace, issued_until_ms, ms until it
+    /// is). New rows count as held by nobody for a lease time and its grace (`None`): if the
+    /// table was lost, a proxy may still be issuing with any of these worker ids.
+    async fn provision(
+        &self,
+        conn: &mut mysql_async::Conn,
+    ) -> Result<Option<Vec<LeaseRow>>, mysql_async::Error> {
         let ttl_us = self.ttl.as_micros() as u64;
-        let bound = now_ms.saturating_add(ttl_us / 1000);
         let grace_us = self.grace.as_micros() as u64;
         let table = &self.table;
-        let mut conn = self.pool.get_conn().await?;
         conn.query_drop(format!(
             "CREATE TABLE IF NOT EXISTS {table} (\
              worker_id SMALLINT UNSIGNED NOT NULL PRIMARY KEY, \
@@ -150,56 +193,118 @@ impl LeaseStore {
              updated_at DATETIME(3) NOT NULL) ENGINE=InnoDB"
         ))
         .await?;
-        // One row per worker id, so acquirers queue on row locks instead of racing to
-        // insert into gaps (InnoDB would deadlock them).
-        let rows: Vec<String> = (0..self.workers)
-            .map(|w| format!("({w}, '', '1970-01-01 00:00:01', 0, NOW(3))"))
-            .collect();
-        conn.query_drop(format!(
-            "INSERT IGNORE INTO {table} (worker_id, holder, expires_at, issued_until_ms, updated_at) VALUES {}",
-            rows.join(", ")
-        ))
-        .await?;
-        let mut opts = TxOpts::default();
-        opts.with_isolation_level(IsolationLevel::RepeatableRead);
-        let mut tx = conn.start_transaction(opts).await?;
-        // Locks every row: acquirers take turns.
-        let rows: Vec<(u64, u8, u64)> = tx
+        // A consistent read (no locks) of every row.
+        let rows: Vec<LeaseRow> = conn
             .query(format!(
-                "SELECT worker_id, expires_at < NOW(3) - INTERVAL {grace_us} MICROSECOND, issued_until_ms \
-                 FROM {table} WHERE worker_id < {} FOR UPDATE",
+                "SELECT worker_id, holder, expires_at < NOW(3) - INTERVAL {grace_us} MICROSECOND, issued_until_ms, \
+                 CAST(GREATEST(0, TIMESTAMPDIFF(MICROSECOND, NOW(3) - INTERVAL {grace_us} MICROSECOND, expires_at)) / 1000 AS SIGNED) \
+                 FROM {table} WHERE worker_id < {}",
                 self.workers
             ))
             .await?;
-        let Some(&(worker, _, issued_until_ms)) = rows
+        let missing: Vec<u64> = (0..self.workers)
+            .filter(|w| !rows.iter().any(|r| r.0 == *w))
+            .collect();
+        if missing.is_empty() {
+            return Ok(Some(rows));
+        }
+        let values: Vec<String> = missing
             .iter()
-            .find(|(_, expired, until)| *expired == 1 && *until <= now_ms)
-        else {
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        tx.exec_drop(
-            format!(
-                "UPDATE {table} SET holder = ?, expires_at = NOW(3) + INTERVAL ? MICROSECOND, \
-                 issued_until_ms = GREATEST(issued_until_ms, ?), updated_at = NOW(3) WHERE worker_id = ?"
-            ),
-            (&self.holder, ttl_us, bound, worker),
-        )
+            .map(|w| format!("({w}, '', NOW(3) + INTERVAL {ttl_us} MICROSECOND, 0, NOW(3))"))
+            .collect();
+        conn.query_drop(format!(
+            "INSERT IGNORE INTO {table} (worker_id, holder, expires_at, issued_until_ms, updated_at) VALUES {}",
+            values.join(", ")
+        ))
         .await?;
-        tx.commit().await?;
-        Ok(Some(Lease {
-            worker,
-            issued_until_ms,
-        }))
+        Ok(None)
+    }
+
+    /// Makes sure the lease table and its rows exist (at startup, so that rows it creates
+    /// have settled before the first id is asked for); takes no lease.
+    pub async fn prepare(&self) -> Result<(), LeaseError> {
+        let prepared = async {
+            let mut conn = self.pool.get_conn().await?;
+            self.provision(&mut conn).await
+        };
+        match tokio::time::timeout(self.timeout, prepared).await {
+            Err(_) => Err(LeaseError::Store(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+            Ok(r) => r.map(drop).map_err(store_error),
+        }
+    }
+
+    async fn try_acquire(&self, now_ms: u64) -> Result<Acquired, mysql_async::Error> {
+        let ttl_us = self.ttl.as_micros() as u64;
+        let bound = now_ms.saturating_add(ttl_us / 1000);
+        let grace_us = self.grace.as_micros() as u64;
+        let table = &self.table;
+        let mut conn = self.pool.get_conn().await?;
+        // Nothing here waits long for a row lock: another acquirer may be stalled holding one.
+        conn.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+            .await?;
+        let Some(rows) = self.provision(&mut conn).await? else {
+            return Ok(Acquired::SettlingFor(self.ttl + self.grace));
+        };
+        let usable = |expired: u8, until: u64| expired == 1 && until <= now_ms;
+        for &(worker, _, expired, until, _) in &rows {
+            if !usable(expired, until) {
+                continue;
+            }
+            let mut opts = TxOpts::default();
+            opts.with_isolation_level(IsolationLevel::ReadCommitted);
+            let mut tx = conn.start_transaction(opts).await?;
+            // Lock this row only; another acquirer on it is skipped, not waited for.
+            let locked: Option<(u8, u64)> = tx
+                .exec_first(
+                    format!(
+                        "SELECT expires_at < NOW(3) - INTERVAL {grace_us} MICROSECOND, issued_until_ms \
+                         FROM {table} WHERE worker_id = ? FOR UPDATE SKIP LOCKED"
+                    ),
+                    (worker,),
+                )
+                .await?;
+            match locked {
+                Some((expired, until)) if usable(expired, until) => {
+                    tx.exec_drop(
+                        format!(
+                            "UPDATE {table} SET holder = ?, expires_at = NOW(3) + INTERVAL ? MICROSECOND, \
+                             issued_until_ms = GREATEST(issued_until_ms, ?), updated_at = NOW(3) WHERE worker_id = ?"
+                        ),
+                        (&self.holder, ttl_us, bound, worker),
+                    )
+                    .await?;
+                    tx.commit().await?;
+                    return Ok(Acquired::Lease(Lease {
+                        worker,
+                        issued_until_ms: until,
+                        deadline_ms: bound,
+                    }));
+                }
+                _ => tx.rollback().await?,
+            }
+        }
+        // Nothing free now: rows that nobody holds become free when their settling ends.
+        let settling = rows
+            .iter()
+            .filter(|r| r.1.is_empty() && r.2 == 0)
+            .map(|r| Duration::from_millis(u64::try_from(r.4).unwrap_or(0) + 1))
+            .min();
+        Ok(match settling {
+            Some(wait) => Acquired::SettlingFor(wait),
+            None => Acquired::Full,
+        })
     }
 
     /// Renews a lease and raises its bound to `issue_until_ms` (the holder's new deadline,
     /// Unix ms on its clock); `Ok(false)` when the lease is no longer this holder's (taken
-    /// over after it expired).
+    /// over after it expired, or the lease table is gone).
     pub async fn renew(&self, worker: u64, issue_until_ms: u64) -> Result<bool, LeaseError> {
         let ttl_us = self.ttl.as_micros() as u64;
         let table = &self.table;
-        self.bounded(async {
+        let renewed = async {
             let mut conn = self.pool.get_conn().await?;
             conn.exec_drop(
                 format!(
@@ -210,9 +315,19 @@ impl LeaseStore {
                 (ttl_us, issue_until_ms, worker, &self.holder),
             )
             .await?;
-            Ok(conn.affected_rows() == 1)
-        })
-        .await
+            Ok::<_, mysql_async::Error>(conn.affected_rows() == 1)
+        };
+        match tokio::time::timeout(self.timeout, renewed).await {
+            Err(_) => Err(LeaseError::Store(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+            Ok(Ok(mine)) => Ok(mine),
+            // ER_NO_SUCH_TABLE: the lease table was dropped or restored from before it
+            // existed; the lease went with it, and another proxy may create the row again.
+            Ok(Err(mysql_async::Error::Server(e))) if e.code == 1146 => Ok(false),
+            Ok(Err(e)) => Err(store_error(e)),
+        }
     }
 
     /// Gives a lease back; `issued_until_ms` is the last timestamp really issued (the holder

@@ -831,9 +831,11 @@ impl Drop for Forwarder {
 // ---------------------------------------------------------------------------------------
 
 /// The demo configuration with a lease table of its own (tests that count worker ids).
+/// (Leases of 2 s: worker id rows a test creates can be leased 2.4 s later.)
 pub fn lease_config(tag: &str) -> routekey_proxy::config::Config {
     let mut c = config();
     c.issuance.lease_table = format!("rk_lease_{tag}_{}", std::process::id());
+    c.issuance.lease_ttl = std::time::Duration::from_secs(2);
     c
 }
 
