@@ -80,6 +80,13 @@ async fn next_order_id_returns_one_bigint_unsigned_of_the_regions_channel_in_tex
             .map_or(0, |(_, n)| *n)
     };
     assert_eq!(count(&callers), count(&before) + 2, "{callers:?}");
+    // Any other use of the function is the proxy's to refuse (no backend knows it).
+    for sql in [
+        "SELECT NEXT_ORDER_ID('GB'), 1",
+        "INSERT INTO t_order (order_id, channel) VALUES (NEXT_ORDER_ID('GB'), 'EU_CHANNEL')",
+    ] {
+        assert_eq!(server_code(c.query_drop(sql).await), 1235, "{sql}");
+    }
     let stats: HashMap<String, u64> = c
         .query::<(String, u64), _>("SHOW ROUTEKEY STATS")
         .await
@@ -311,6 +318,7 @@ async fn http_issues_ids_as_strings_and_counts_callers_without_a_region() {
         r#"{"region": "GB", "count": -1}"#,
         r#"{"region": 5}"#,
         r#"{"regoin": "GB"}"#,
+        r#"["GB", 3]"#,
         "not json",
     ] {
         let reply = http.post(&url).body(body).send().await.unwrap();
@@ -327,4 +335,91 @@ async fn http_issues_ids_as_strings_and_counts_callers_without_a_region() {
         assert_eq!(reply.status(), 200, "{probe}");
     }
     h.stop().await;
+}
+
+#[tokio::test]
+async fn prepared_inserts_without_order_id_bind_the_issued_ids_to_one_backend_statement() {
+    let h = Harness::start().await;
+    let config = h.proxy.config.clone();
+    let cleanup = Cleanup::default();
+    let mut c = h.client().await;
+    let note = format!("prepared-autoid-{}-{}", std::process::id(), now_ms());
+    let mut ds0 = backend(0).await;
+    let prepared_count = |rows: Vec<(String, u64)>| rows[0].1;
+    let before = prepared_count(
+        ds0.query("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'")
+            .await
+            .unwrap(),
+    );
+    let two_rows = "INSERT INTO t_order (channel, region, user_id, amount, status, note, created_at) \
+                    VALUES (?, ?, ?, 1, 'NEW', ?, NOW()), (?, ?, ?, 2, 'NEW', ?, NOW())";
+    let set_form = "INSERT INTO t_order SET channel = ?, region = ?, user_id = ?, amount = 3, status = 'NEW', note = ?, created_at = NOW()";
+    let mut first_ids = Vec::new();
+    for n in 0..150u64 {
+        c.exec_drop(
+            two_rows,
+            (
+                "EU_CHANNEL",
+                "GB",
+                1000 + n,
+                &note,
+                "GLOBAL_CHANNEL",
+                "US",
+                2000 + n,
+                &note,
+            ),
+        )
+        .await
+        .unwrap();
+        first_ids.push(c.last_insert_id().unwrap());
+        c.exec_drop(set_form, ("EU_CHANNEL", "DE", 3000 + n, &note))
+            .await
+            .unwrap();
+        first_ids.push(c.last_insert_id().unwrap());
+    }
+    let after = prepared_count(
+        ds0.query("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'")
+            .await
+            .unwrap(),
+    );
+    // A statement per shard combination, not one per execution (which would keep 128).
+    assert!(
+        after < before + 48,
+        "prepared statements on ds0 went from {before} to {after}"
+    );
+    // Every row has its own parameters, its own id of its channel, on that id's shard.
+    let mut rows = Vec::new();
+    for shard in 0..8u32 {
+        let (ds, table, _) = physical(shard);
+        let found: Vec<(u64, String, u64, String)> = backend(ds)
+            .await
+            .exec(
+                format!("SELECT order_id, channel, user_id, CAST(amount AS CHAR) FROM {table} WHERE note = ?"),
+                (&note,),
+            )
+            .await
+            .unwrap();
+        for (id, channel, user, amount) in found {
+            cleanup.add(id);
+            assert_eq!(expected_shard(&channel, id), shard);
+            assert_eq!(decoded(&config, id), config.channel_by_name(&channel));
+            let want = match amount.as_str() {
+                "1.00" => ("EU_CHANNEL", 1000..1150),
+                "2.00" => ("GLOBAL_CHANNEL", 2000..2150),
+                _ => ("EU_CHANNEL", 3000..3150),
+            };
+            assert_eq!(channel, want.0, "{id} amount {amount}");
+            assert!(
+                want.1.contains(&user),
+                "{id}: user {user} with amount {amount}"
+            );
+            rows.push(id);
+        }
+    }
+    assert_eq!(rows.len(), 450);
+    assert!(first_ids.iter().all(|id| rows.contains(id)));
+    let unique: std::collections::HashSet<u64> = rows.iter().copied().collect();
+    assert_eq!(unique.len(), rows.len());
+    h.stop().await;
+    drop(cleanup);
 }

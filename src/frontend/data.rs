@@ -92,6 +92,34 @@ fn set_statement_body(sql: &[u8], lexed: &Lexed) -> Option<usize> {
     None
 }
 
+/// A prepared INSERT's execution with the ids the proxy issued for its rows appended as
+/// parameters (BIGINT UNSIGNED, numbered after the client's: row n is parameter
+/// `client params + n`), so every execution binds its ids to the same backend statement.
+fn bind_issued_ids(
+    b: &Binding<'_>,
+    ids: &[u64],
+) -> (
+    Vec<u8>,
+    Vec<crate::protocol::binary::BoundParam>,
+    Vec<Option<super::prepared::LongData>>,
+) {
+    let mut payload = b.payload.to_vec();
+    let mut params = b.params.to_vec();
+    for id in ids {
+        let start = payload.len();
+        payload.extend_from_slice(&id.to_le_bytes());
+        params.push(crate::protocol::binary::BoundParam {
+            null: false,
+            kind: (8, crate::protocol::binary::UNSIGNED),
+            value: start..payload.len(),
+            long_data: false,
+        });
+    }
+    let mut long_data = b.long_data.to_vec();
+    long_data.resize(params.len(), None);
+    (payload, params, long_data)
+}
+
 /// Session values a statement changes on its backend connection that its OK packet does
 /// not carry: read back right after it runs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -210,13 +238,15 @@ impl Session {
                 piece.sql.splice(0..0, text.prefix.iter().copied());
             }
         }
+        let write = is_write(analysis, sql, lexed);
+        // Refused writes leave no index rows behind.
+        self.check_pieces(&pieces, write)?;
         for (id, channel) in &plan.index_writes {
             self.proxy.router.write_index(*id, *channel).await?;
         }
         if analysis.pins {
             self.pinned = true;
         }
-        let write = is_write(analysis, sql, lexed);
         let extras = Extras {
             calc_found_rows: lexed
                 .tokens
@@ -230,8 +260,23 @@ impl Session {
             }),
             issued_id: generated.first().copied(),
         };
-        self.run(client, &pieces, write, extras, binding, more)
-            .await
+        match binding {
+            Some(b) if !generated.is_empty() => {
+                let (payload, params, long_data) = bind_issued_ids(b, &generated);
+                let extended = Binding {
+                    payload: &payload,
+                    params: &params,
+                    values: b.values,
+                    long_data: &long_data,
+                };
+                self.run(client, &pieces, write, extras, Some(&extended), more)
+                    .await
+            }
+            _ => {
+                self.run(client, &pieces, write, extras, binding, more)
+                    .await
+            }
+        }
     }
 
     /// The statement's analysis: kept by shape, or made now.
@@ -335,6 +380,7 @@ impl Session {
         };
         let mut values = self.session_values();
         values.generated_ids = generated.to_vec();
+        values.generated_as_params = binary;
         // Placeholders by token, in order: parameter i is the i-th `?`.
         let placeholders: Vec<usize> = lexed
             .tokens
@@ -359,25 +405,45 @@ impl Session {
                 send: send(all_params(), Vec::new()),
             }];
         };
-        // The parameters an INSERT piece keeps: those outside the rows, and those of its rows.
+        // The parameters an INSERT piece keeps: those outside the rows, and those of its rows;
+        // with the ids the proxy issued for rows without the shard key (bound as parameters
+        // numbered after the client's, see `Session::bind_issued_ids`) at their rows' starts.
+        let issued_at = |row: usize| -> Option<u32> {
+            match (sharded.key_insert?, binary && !generated.is_empty()) {
+                (crate::sql::KeyInsert::ColumnList { .. }, true) => {
+                    Some(sharded.rows.get(row)?.span.first)
+                }
+                (crate::sql::KeyInsert::Assignments { after }, true) => Some(after),
+                _ => None,
+            }
+        };
         let params_of_rows = |rows: &[usize]| -> Vec<usize> {
-            let (Some(span), false) = (sharded.values_span, rows.is_empty()) else {
-                return all_params();
+            let all_rows: Vec<usize>;
+            let rows = if rows.is_empty() {
+                all_rows = (0..sharded.rows.len()).collect();
+                &all_rows[..]
+            } else {
+                rows
             };
-            placeholders
+            let in_piece = |tok: u32| match sharded.values_span {
+                Some(span) if (span.first..=span.last).contains(&tok) => rows.iter().any(|&r| {
+                    let row = sharded.rows[r].span;
+                    (row.first..=row.last).contains(&tok)
+                }),
+                _ => true,
+            };
+            let mut ordered: Vec<(u32, usize)> = placeholders
                 .iter()
                 .enumerate()
-                .filter(|(_, tok)| {
-                    let tok = **tok as u32;
-                    let in_values = (span.first..=span.last).contains(&tok);
-                    !in_values
-                        || rows.iter().any(|&r| {
-                            let row = sharded.rows[r].span;
-                            (row.first..=row.last).contains(&tok)
-                        })
-                })
-                .map(|(i, _)| i)
-                .collect()
+                .filter(|(_, tok)| in_piece(**tok as u32))
+                .map(|(i, tok)| (*tok as u32, i))
+                .collect();
+            ordered.extend(
+                rows.iter()
+                    .filter_map(|&r| Some((issued_at(r)?, placeholders.len() + r))),
+            );
+            ordered.sort_unstable();
+            ordered.into_iter().map(|(_, i)| i).collect()
         };
         let key_params: Vec<usize> = sharded
             .key_values
@@ -433,6 +499,21 @@ impl Session {
         status
     }
 
+    /// Refuses a write whose pieces lie on more than one datasource, or that the session's
+    /// transaction cannot take (see `check_write`).
+    fn check_pieces(&self, pieces: &[Piece], write: bool) -> Result<(), ProxyError> {
+        if !write {
+            return Ok(());
+        }
+        let ds = pieces[0].datasource;
+        if pieces.iter().any(|p| p.datasource != ds) {
+            return Err(ProxyError::not_yet(
+                "a write whose rows lie on more than one datasource (atomic cross-datasource writes need XA); split it by datasource",
+            ));
+        }
+        self.check_write(ds)
+    }
+
     /// Runs the pieces of one statement and writes the result. Writes must stay on one
     /// datasource; several pieces of a write run as one backend transaction (or under a
     /// savepoint inside the client's transaction), so the statement is atomic.
@@ -445,15 +526,7 @@ impl Session {
         binding: Option<&Binding<'_>>,
         more: bool,
     ) -> Result<(), ProxyError> {
-        if write {
-            let ds = pieces[0].datasource;
-            if pieces.iter().any(|p| p.datasource != ds) {
-                return Err(ProxyError::not_yet(
-                    "a write whose rows lie on more than one datasource (atomic cross-datasource writes need XA); split it by datasource",
-                ));
-            }
-            self.check_write(ds)?;
-        }
+        self.check_pieces(pieces, write)?;
         let wrap = write && pieces.len() > 1;
         let savepoint = wrap && (self.in_transaction() || !self.autocommit);
         self.warnings.clear();

@@ -292,6 +292,7 @@ impl Session {
             user: format!("{}@{}", self.user, self.host),
             current_user: format!("{}@%", self.user),
             generated_ids: Vec::new(),
+            generated_as_params: false,
             shard_key: self.proxy.config.sharding.shard_key.clone(),
         }
     }

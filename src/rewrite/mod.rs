@@ -31,6 +31,9 @@ pub struct SessionValues {
     pub current_user: String,
     /// Ids the proxy issued for INSERT rows without the shard key, by row.
     pub generated_ids: Vec<u64>,
+    /// Those ids go to the backend as parameters (`?`, a prepared statement's execution
+    /// binds them), so the statement text stays the same from one execution to the next.
+    pub generated_as_params: bool,
     /// The shard key column's name (for the INSERTs that get one).
     pub shard_key: String,
 }
@@ -197,11 +200,21 @@ impl Statement<'_> {
                     edits.push((at(after), format!("{key}, ").into_bytes()));
                     for (n, row) in plan.rows.iter().enumerate() {
                         let id = values.generated_ids.get(n).copied().unwrap_or_default();
+                        let id = if values.generated_as_params {
+                            "?".to_owned()
+                        } else {
+                            id.to_string()
+                        };
                         edits.push((at(row.span.first), format!("{id}, ").into_bytes()));
                     }
                 }
                 crate::sql::KeyInsert::Assignments { after } => {
                     let id = values.generated_ids.first().copied().unwrap_or_default();
+                    let id = if values.generated_as_params {
+                        "?".to_owned()
+                    } else {
+                        id.to_string()
+                    };
                     edits.push((at(after), format!(" {key} = {id},").into_bytes()));
                 }
             }
