@@ -81,7 +81,16 @@ async fn order_ids(
     let request: IdRequest = if body.iter().all(u8::is_ascii_whitespace) {
         IdRequest::default()
     } else {
-        serde_json::from_slice(&body)
+        let value: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| error(StatusCode::BAD_REQUEST, format!("request body: {e}")))?;
+        // serde reads a struct from an array too; the API takes an object only.
+        if !value.is_object() {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "request body: expected a JSON object such as {\"region\": \"GB\", \"count\": 1}",
+            ));
+        }
+        serde_json::from_value(value)
             .map_err(|e| error(StatusCode::BAD_REQUEST, format!("request body: {e}")))?
     };
     let count = request.count.unwrap_or(1);

@@ -303,14 +303,14 @@ impl<I: IndexTable> Router<I> {
         for (i, row) in plan.rows.iter().enumerate() {
             let Some(slot) = row.order_id else {
                 return Err(ProxyError::not_yet(format!(
-                    "INSERT into a sharded table without {key} (issuing order ids comes later)"
+                    "INSERT into a sharded table without {key}: leave the column out of an INSERT into the orders table to have the proxy issue one"
                 )));
             };
             let id = match values.key(slot) {
                 KeyValue::Id(id) => id,
                 KeyValue::NoMatch => {
                     return Err(ProxyError::unroutable(format!(
-                        "cannot route this INSERT: row {} has no usable {key} (NULL or negative); issuing order ids comes later",
+                        "cannot route this INSERT: row {} has no usable {key} (NULL or negative); leave the column out to have the proxy issue one",
                         i + 1
                     )));
                 }

@@ -267,15 +267,31 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMod
         {
             table_info(sql, tokens, 1, false, false)
         }
+        _ if calls_next_order_id(sql, tokens) => Command::Refused(NEXT_ORDER_ID_FORMS.to_owned()),
         _ => Command::Statement,
     }
+}
+
+/// What [`Command::Refused`] says of `NEXT_ORDER_ID` used in any other way.
+const NEXT_ORDER_ID_FORMS: &str = "NEXT_ORDER_ID() other than alone in `SELECT NEXT_ORDER_ID(['region' | ?]) [[AS] alias]`; to insert a new order, leave order_id out of the INSERT and the proxy issues one";
+
+/// A call of the proxy's own function `NEXT_ORDER_ID(`, which no backend knows.
+fn calls_next_order_id(sql: &[u8], tokens: &[Token]) -> bool {
+    tokens
+        .windows(2)
+        .any(|w| w[0].is_word(sql, "next_order_id") && w[1].is_punct(sql, "("))
 }
 
 /// `SELECT NEXT_ORDER_ID()`, `SELECT NEXT_ORDER_ID('GB')`, with an optional alias; other
 /// uses of the function are statements (the server does not know it and says so).
 fn next_order_id(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
     let Some(open) = tokens.get(2).filter(|t| t.is_punct(sql, "(")) else {
-        return Command::Statement;
+        // A column named next_order_id.
+        return if calls_next_order_id(sql, tokens) {
+            Command::Refused(NEXT_ORDER_ID_FORMS.to_owned())
+        } else {
+            Command::Statement
+        };
     };
     let (region, close) = match tokens.get(3) {
         Some(t) if t.is_punct(sql, ")") => (RegionArg::Missing, 3),
@@ -291,7 +307,7 @@ fn next_order_id(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
         {
             (RegionArg::Param, 4)
         }
-        _ => return Command::Statement,
+        _ => return Command::Refused(NEXT_ORDER_ID_FORMS.to_owned()),
     };
     let expression =
         String::from_utf8_lossy(&sql[tokens[1].range.start..tokens[close].range.end]).into_owned();
@@ -308,7 +324,7 @@ fn next_order_id(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
             ident_text(sql, alias, mode)
         }
         [kw, alias] if kw.is_word(sql, "as") => ident_text(sql, alias, mode),
-        _ => return Command::Statement,
+        _ => return Command::Refused(NEXT_ORDER_ID_FORMS.to_owned()),
     };
     Command::NextOrderId { region, column }
 }

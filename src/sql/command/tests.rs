@@ -209,3 +209,25 @@ fn administration_is_recognized() {
         }
     ));
 }
+
+#[test]
+fn next_order_id_alone_is_the_proxys_function_and_any_other_use_is_refused() {
+    assert_eq!(
+        cmd("SELECT NEXT_ORDER_ID('GB') AS id"),
+        Command::NextOrderId {
+            region: RegionArg::Literal("GB".into()),
+            column: "id".into()
+        }
+    );
+    assert_eq!(cmd("SELECT next_order_id FROM t"), Command::Statement);
+    for sql in [
+        "SELECT NEXT_ORDER_ID('GB'), 1",
+        "SELECT NEXT_ORDER_ID('GB', 2)",
+        "SELECT NEXT_ORDER_ID(region) FROM t",
+        "SELECT next_order_id, NEXT_ORDER_ID() FROM t",
+        "INSERT INTO t_order (order_id) VALUES (NEXT_ORDER_ID('GB'))",
+        "SELECT 1 FROM dual WHERE next_order_id () > 0",
+    ] {
+        assert!(matches!(cmd(sql), Command::Refused(_)), "{sql}");
+    }
+}
