@@ -4,6 +4,7 @@
 //! Parsing is strict: unknown keys are errors, and every error names the file, the line and
 //! the key (`config/demo.toml:42: channels[1].code: ...`).
 
+pub mod env;
 mod raw;
 mod validate;
 
@@ -67,6 +68,10 @@ pub struct Config {
     pub issuance: Issuance,
     /// The HTTP admin port.
     pub admin: Admin,
+    /// What the logs say of statements.
+    pub log: LogConfig,
+    /// Keys set by `ROUTEKEY_...` environment overrides ([`env`]), dotted; empty when none.
+    pub overrides: Vec<String>,
 }
 
 /// Issuing order ids.
@@ -87,6 +92,26 @@ pub struct Issuance {
     pub legacy_machine_base: u64,
     /// The classic layout: machine bits (default 10) and sequence bits (default 12).
     pub legacy: crate::id::generator::LegacyLayout,
+}
+
+/// Logging (`[log]`); the level comes from `RUST_LOG`, the format from `--log-format`.
+#[derive(Debug, Clone, Default)]
+pub struct LogConfig {
+    /// How statements appear in the log (at debug level, one line per statement).
+    pub statements: StatementLog,
+}
+
+/// How statements appear in the log. Orders hold personal data, so the default keeps
+/// literals out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StatementLog {
+    /// The statement's digest: its tokens with every literal replaced by `?`, comments
+    /// dropped; backend error messages that echo values have their quoted parts replaced.
+    #[default]
+    Digest,
+    /// The statement as sent and the backend's error messages as they are.
+    Full,
 }
 
 /// The HTTP admin port.
@@ -110,6 +135,14 @@ pub struct ServerConfig {
     pub analysis_cache_capacity: u64,
     /// A client that has not finished its handshake by then is dropped (default 10 s).
     pub handshake_timeout: Duration,
+    /// On SIGTERM or `/quitquitquit`: how long running statements and open transactions
+    /// may take to finish, counted from the signal, before what is left is closed (open
+    /// transactions rolled back on the backend). Default 30 s.
+    pub drain_timeout: Duration,
+    /// On SIGTERM: how long the listener keeps accepting (while `/readyz` already says 503)
+    /// before it closes, for pods whose app still opens connections after the signal.
+    /// Default 0. Counts against `drain_timeout`.
+    pub drain_delay: Duration,
 }
 
 /// A client account (mysql_native_password).
@@ -117,7 +150,8 @@ pub struct ServerConfig {
 pub struct User {
     /// Login name.
     pub name: String,
-    /// Password in clear; only its scramble crosses the wire.
+    /// Password in clear (from `password`, `password_env` or `password_file`); only its
+    /// scramble crosses the wire.
     pub password: String,
 }
 
@@ -130,7 +164,7 @@ pub struct Datasource {
     pub address: String,
     /// Backend account.
     pub user: String,
-    /// Backend password.
+    /// Backend password (from `password`, `password_env` or `password_file`).
     pub password: String,
     /// Database its connections select at connect, if any.
     pub database: Option<String>,
@@ -213,7 +247,7 @@ pub struct IndexTable {
 }
 
 /// Cache of index-table answers (SPEC §4.3, layer 0).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheConfig {
     /// Entries kept (default 1,000,000).
     pub capacity: u64,
@@ -226,13 +260,33 @@ pub struct CacheConfig {
 impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with_env(path, std::env::vars())
+    }
+
+    /// [`Config::load`] with these environment variables: `ROUTEKEY_..__..` overrides are
+    /// applied to the file's text before it is validated ([`env`]).
+    pub fn load_with_env(
+        path: &Path,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             origin: origin.clone(),
             line: None,
             message: format!("cannot read: {e}"),
         })?;
-        Self::from_toml(&text, &origin)
+        let (text, overrides) = env::apply(&text, vars).map_err(|message| ConfigError {
+            origin: origin.clone(),
+            line: None,
+            message: format!("environment override {message}"),
+        })?;
+        if overrides.is_empty() {
+            return Self::from_toml(&text, &origin);
+        }
+        let origin = format!("{origin} (with ROUTEKEY_ environment overrides)");
+        let mut config = Self::from_toml(&text, &origin)?;
+        config.overrides = overrides;
+        Ok(config)
     }
 
     /// Parses and validates TOML text; `origin` names it in errors.

@@ -27,6 +27,15 @@ pub struct RawConfig {
     pub issuance: RawIssuance,
     #[serde(default)]
     pub admin: RawAdmin,
+    #[serde(default)]
+    pub log: RawLog,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    #[serde(default)]
+    pub statements: super::StatementLog,
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,6 +125,14 @@ pub struct RawServer {
     pub analysis_cache_capacity: u64,
     #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
     pub handshake_timeout: Duration,
+    #[serde(default = "default_drain_timeout", with = "humantime_serde")]
+    pub drain_timeout: Duration,
+    #[serde(default, with = "humantime_serde")]
+    pub drain_delay: Duration,
+}
+
+fn default_drain_timeout() -> Duration {
+    Duration::from_secs(30)
 }
 
 fn default_handshake_timeout() -> Duration {
@@ -138,7 +155,9 @@ fn default_analysis_cache() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct RawUser {
     pub name: String,
-    pub password: String,
+    pub password: Option<String>,
+    pub password_env: Option<String>,
+    pub password_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,8 +165,9 @@ pub struct RawUser {
 pub struct RawDatasource {
     pub address: Spanned<String>,
     pub user: String,
-    #[serde(default)]
-    pub password: String,
+    pub password: Option<String>,
+    pub password_env: Option<String>,
+    pub password_file: Option<String>,
     pub database: Option<String>,
     #[serde(default = "default_pool_size")]
     pub pool_size: u32,

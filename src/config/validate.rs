@@ -51,11 +51,24 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
     let users = raw
         .users
         .iter()
-        .map(|u| User {
-            name: u.name.clone(),
-            password: u.password.clone(),
+        .enumerate()
+        .map(|(i, u)| {
+            let what = format!("users[{i}] ({})", u.name);
+            let password = secret(&c, &what, &u.password, &u.password_env, &u.password_file)?
+                .ok_or_else(|| {
+                    c.err(
+                        None,
+                        format!(
+                            "{what}: one of password, password_env or password_file is required"
+                        ),
+                    )
+                })?;
+            Ok(User {
+                name: u.name.clone(),
+                password,
+            })
         })
-        .collect::<Vec<_>>();
+        .collect::<Result<Vec<_>, ConfigError>>()?;
     if users.is_empty() {
         return Err(c.err(None, "users: at least one [[users]] entry is required"));
     }
@@ -113,7 +126,49 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         cache,
         issuance,
         admin,
+        log: crate::config::LogConfig {
+            statements: raw.log.statements,
+        },
+        overrides: Vec::new(),
     })
+}
+
+/// A password given in the file (`password`), by an environment variable (`password_env`)
+/// or in a file (`password_file`, a mounted Kubernetes Secret; one trailing newline is
+/// dropped). At most one of the three; `None` when none is given.
+fn secret(
+    c: &Checker,
+    what: &str,
+    password: &Option<String>,
+    env: &Option<String>,
+    file: &Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    match (password, env, file) {
+        (None, None, None) => Ok(None),
+        (Some(p), None, None) => Ok(Some(p.clone())),
+        (None, Some(var), None) => std::env::var(var).map(Some).map_err(|_| {
+            c.err(
+                None,
+                format!(
+                    "{what}.password_env: environment variable {var} is not set (or not UTF-8)"
+                ),
+            )
+        }),
+        (None, None, Some(path)) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                c.err(
+                    None,
+                    format!("{what}.password_file: cannot read {path}: {e}"),
+                )
+            })?;
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            Ok(Some(text.strip_suffix('\r').unwrap_or(text).to_owned()))
+        }
+        _ => Err(c.err(
+            None,
+            format!("{what}: give only one of password, password_env and password_file"),
+        )),
+    }
 }
 
 fn issuance(
@@ -187,12 +242,20 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
     if raw.server.max_packet_size < 1024 * 1024 {
         return Err(c.err(None, "server.max_packet_size: must be at least 1 MiB"));
     }
+    if raw.server.drain_delay >= raw.server.drain_timeout {
+        return Err(c.err(
+            None,
+            "server.drain_delay: must be shorter than server.drain_timeout (the delay counts against it)",
+        ));
+    }
     Ok(ServerConfig {
         listen,
         server_version: raw.server.server_version.clone(),
         max_packet_size: raw.server.max_packet_size,
         analysis_cache_capacity: raw.server.analysis_cache_capacity,
         handshake_timeout: raw.server.handshake_timeout,
+        drain_timeout: raw.server.drain_timeout,
+        drain_delay: raw.server.drain_delay,
     })
 }
 
@@ -230,7 +293,14 @@ fn datasources(
             name: name.clone(),
             address: address.clone(),
             user: ds.user.clone(),
-            password: ds.password.clone(),
+            password: secret(
+                c,
+                &format!("datasources.{name}"),
+                &ds.password,
+                &ds.password_env,
+                &ds.password_file,
+            )?
+            .unwrap_or_default(),
             database: ds.database.clone(),
             pool_size: ds.pool_size,
             connect_timeout: ds.connect_timeout,
