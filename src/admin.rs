@@ -1,21 +1,32 @@
-//! The HTTP admin port (SPEC §7): order ids for services that do not speak MySQL, and the
-//! probes an orchestrator asks.
+//! The HTTP admin port (SPEC §7): what an orchestrator and Prometheus ask, and order ids
+//! for services that do not speak MySQL.
 //!
+//! - `GET /metrics`: every counter in the Prometheus text format ([`crate::metrics`]).
+//! - `GET /healthz`: 200 while the process serves.
+//! - `GET /readyz`: 200 when the configuration is loaded, the MySQL listener is bound (the
+//!   admin port starts after it) and every datasource answers; 503 with the reason
+//!   otherwise, and from the start of a drain.
+//! - `POST /quitquitquit`: starts a drain, as SIGTERM does; loopback callers only (403
+//!   otherwise), since the port may listen on the pod address for probes.
 //! - `POST /v1/order-ids` with `{"region": "GB", "count": 3}` (both optional: no region
 //!   issues route key 0 and counts the caller; `count` 1 to [`MAX_IDS_PER_REQUEST`], default
-//!   1; any content type, an empty body is `{}`) answers `{"ids": ["4254...", ...], "channel": "EU_CHANNEL", "route_key": 5}`. Ids are
-//!   JSON strings: a JavaScript number loses precision above 2^53. Errors are
+//!   1; any content type, an empty body is `{}`) answers
+//!   `{"ids": ["4254...", ...], "channel": "EU_CHANNEL", "route_key": 5}`. Ids are JSON
+//!   strings: a JavaScript number loses precision above 2^53. Errors are
 //!   `{"error": "..."}` with 400 (bad request) or 503 (cannot issue now: no lease, clock).
-//! - `GET /healthz`: 200 while the process serves.
-//! - `GET /readyz`: 200 when the default datasource answers, else 503.
+//!
+//! At most [`MAX_CONNECTIONS`] connections are served at once (more wait in the listen
+//! backlog), and a request's headers must arrive within [`HEADER_TIMEOUT`], so a flood of
+//! slow or idle HTTP clients cannot take the file descriptors the MySQL port needs.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
@@ -55,6 +66,12 @@ fn error(status: StatusCode, message: impl Into<String>) -> Reply {
     (status, Json(serde_json::json!({ "error": message.into() })))
 }
 
+/// Connections the admin port serves at once.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Time a client has to send a request's headers.
+pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves the admin port until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
@@ -63,12 +80,74 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = Router::new()
         .route("/v1/order-ids", post(order_ids))
+        .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .route("/quitquitquit", post(quit))
         .with_state(proxy);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit.expect("never closed"),
+            () = &mut shutdown => break,
+        };
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin port: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            () = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(
+            app.clone().layer(axum::Extension(ConnectInfo(peer))),
+        );
+        connections.spawn(async move {
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                .await;
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "admin port: connection ended");
+            }
+            drop(permit);
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    connections.shutdown().await;
+    Ok(())
+}
+
+async fn metrics(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        crate::metrics::render(&proxy),
+    )
+}
+
+async fn quit(
+    State(proxy): State<Arc<Proxy>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+) -> Reply {
+    if !peer.ip().is_loopback() {
+        return error(
+            StatusCode::FORBIDDEN,
+            "/quitquitquit answers loopback callers only",
+        );
+    }
+    tracing::info!(%peer, "drain asked for over /quitquitquit");
+    proxy.request_drain();
+    (
+        StatusCode::OK,
+        Json(serde_json::json!({ "draining": true })),
+    )
 }
 
 async fn order_ids(
@@ -100,7 +179,8 @@ async fn order_ids(
             format!("count must be between 1 and {MAX_IDS_PER_REQUEST}"),
         ));
     }
-    let config = &proxy.config;
+    let runtime = proxy.runtime();
+    let config = &runtime.config;
     let channel = request
         .region
         .as_deref()
@@ -127,12 +207,36 @@ async fn order_ids(
 }
 
 async fn ready(State(proxy): State<Arc<Proxy>>) -> Reply {
-    let ds = proxy.config.sharding.default_datasource;
-    match proxy.pools.get(ds, false).await {
-        Ok(_) => (StatusCode::OK, Json(serde_json::json!({ "ready": true }))),
-        Err(e) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("default datasource: {e}"),
-        ),
+    if proxy.metrics.draining() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "draining");
+    }
+    // Every datasource, at once; a pooled connection proves it answers.
+    let runtime = proxy.runtime();
+    let checks = runtime
+        .config
+        .datasources
+        .iter()
+        .enumerate()
+        .map(|(i, ds)| {
+            let runtime = runtime.clone();
+            async move {
+                let id = crate::config::DatasourceId(i as u16);
+                runtime
+                    .pools
+                    .get(id, false)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("datasource {}: {e}", ds.name))
+            }
+        });
+    let failures: Vec<String> = futures_util::future::join_all(checks)
+        .await
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    if failures.is_empty() {
+        (StatusCode::OK, Json(serde_json::json!({ "ready": true })))
+    } else {
+        error(StatusCode::SERVICE_UNAVAILABLE, failures.join("; "))
     }
 }

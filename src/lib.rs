@@ -13,7 +13,9 @@
 //! ```
 //!
 //! Beside the flow: [`id`] (the order id layout and route key decoding), [`config`] (typed,
-//! validated), [`error`] (every error as a MySQL error), [`server`] (the listener: `run`).
+//! validated), [`error`] (every error as a MySQL error), [`server`] (the listener: `run`,
+//! the drain, configuration reloads), and around the process: [`process`] (signals, file
+//! watch), [`admin`] (the HTTP port: probes, `/metrics`, order ids) and [`metrics`].
 
 pub mod admin;
 pub mod backend;
@@ -21,6 +23,8 @@ pub mod config;
 pub mod error;
 pub mod frontend;
 pub mod id;
+pub mod metrics;
+pub mod process;
 pub mod protocol;
 pub mod rewrite;
 pub mod route;

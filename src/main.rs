@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use routekey_proxy::config::Config;
-use routekey_proxy::tools;
+use routekey_proxy::{process, tools};
 
 /// A MySQL-protocol sharding proxy that routes order-table statements by the route key
 /// embedded in order ids.
@@ -23,6 +23,16 @@ struct Cli {
     /// Admin HTTP listen address, overriding `admin.listen`.
     #[arg(long, global = true)]
     admin_listen: Option<String>,
+    /// Log format: `text` (for people) or `json` (one object per line, for collectors).
+    /// The level comes from RUST_LOG (default `routekey_proxy=info`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -43,14 +53,17 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "routekey_proxy=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "routekey_proxy=info".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
     let result = match cli.command.unwrap_or(Cmd::Serve) {
         Cmd::CheckConfig { file } => Config::load(&file)
             .map(|c| {
@@ -60,19 +73,25 @@ fn main() -> ExitCode {
         Cmd::Decode { id } => {
             load(&cli.config).and_then(|c| tools::decode(&c, &id).map(|text| println!("{text}")))
         }
-        Cmd::Serve => load(&cli.config).and_then(|mut c| {
-            if let Some(listen) = cli.listen {
-                c.server.listen = listen
-                    .parse()
-                    .map_err(|_| format!("--listen: `{listen}` is not an address with a port"))?;
-            }
-            if let Some(listen) = cli.admin_listen {
-                c.admin.listen = listen.parse().map_err(|_| {
-                    format!("--admin-listen: `{listen}` is not an address with a port")
-                })?;
-            }
-            serve(c)
-        }),
+        Cmd::Serve => {
+            let (listen, admin_listen) = (cli.listen.clone(), cli.admin_listen.clone());
+            let flags: process::Flags = std::sync::Arc::new(move |c: &mut Config| {
+                if let Some(listen) = &listen {
+                    c.server.listen = listen.parse().map_err(|_| {
+                        format!("--listen: `{listen}` is not an address with a port")
+                    })?;
+                }
+                if let Some(listen) = &admin_listen {
+                    c.admin.listen = listen.parse().map_err(|_| {
+                        format!("--admin-listen: `{listen}` is not an address with a port")
+                    })?;
+                }
+                Ok(())
+            });
+            process::load(&cli.config, &flags)
+                .map_err(|e| format!("{e} (choose the file with --config FILE)"))
+                .and_then(|c| serve(cli.config.clone(), c, flags))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -87,56 +106,10 @@ fn load(path: &std::path::Path) -> Result<Config, String> {
     Config::load(path).map_err(|e| format!("{e} (choose the file with --config FILE)"))
 }
 
-fn serve(config: Config) -> Result<(), String> {
+fn serve(path: PathBuf, config: Config, flags: process::Flags) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.server.listen)
-            .await
-            .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
-        let admin = tokio::net::TcpListener::bind(config.admin.listen)
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot listen on {} (admin.listen): {e}",
-                    config.admin.listen
-                )
-            })?;
-        tracing::info!(
-            address = %config.server.listen,
-            admin = %config.admin.listen,
-            "routekey-proxy serving MySQL clients"
-        );
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down");
-            let _ = stop.send(true);
-        });
-        let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        let proxy = routekey_proxy::server::Proxy::new(config);
-        let admin = tokio::spawn(routekey_proxy::admin::serve(
-            admin,
-            proxy.clone(),
-            until_stopped(stopped.clone()),
-        ));
-        let served = routekey_proxy::server::serve(listener, proxy, until_stopped(stopped)).await;
-        if let Ok(Err(e)) = admin.await {
-            tracing::warn!(error = %e, "admin port");
-        }
-        served.map_err(|e| e.to_string())
-    })
-}
-
-/// Ctrl-C or SIGTERM (what Kubernetes sends a sidecar).
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {}
-    }
+    runtime.block_on(process::run(path, config, flags))
 }

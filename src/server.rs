@@ -17,32 +17,27 @@ use crate::sql::shape::AnalysisCache;
 /// Greeting version while the default datasource cannot be asked.
 pub const FALLBACK_VERSION: &str = "5.5.5-10.11.0-MariaDB-routekey-proxy";
 
-/// State shared by every session of one proxy process.
-pub struct Proxy {
-    /// The configuration in force.
+/// What one configuration builds: the parts a reload replaces together. Sessions take
+/// the current one at each statement while they hold no backend connection, so a
+/// transaction finishes under the configuration it began with.
+pub struct Runtime {
+    /// The configuration.
     pub config: Arc<Config>,
     /// The router, with its index table and cache.
     pub router: Router<MysqlIndexTable>,
     /// Backend pools.
     pub pools: Pools,
-    /// Analyses by statement shape.
+    /// Analyses by statement shape (they depend on the configuration's tables).
     pub analyses: AnalysisCache,
-    /// The order id service.
-    pub issuer: Arc<crate::id::issuer::Issuer>,
-    /// Sessions by connection id (KILL).
-    pub sessions: crate::frontend::registry::Registry,
-    /// The version string of the default datasource, learnt from its greeting.
-    backend_version: tokio::sync::OnceCell<String>,
     /// Databases clients may not reach: the physical shard databases, the index table's
     /// database and `mysql` (unless one of them is the logical or the default database).
     pub protected_databases: Vec<String>,
-    next_connection_id: AtomicU32,
+    /// 1 for the configuration loaded at start, then one more per reload.
+    pub generation: u64,
 }
 
-impl Proxy {
-    /// Builds the shared state (no connection opens yet).
-    pub fn new(config: Config) -> Arc<Self> {
-        let config = Arc::new(config);
+impl Runtime {
+    fn build(config: Arc<Config>, previous: Option<&Runtime>) -> Self {
         let open = [
             Some(config.sharding.logical_database.to_ascii_lowercase()),
             config
@@ -64,33 +59,133 @@ impl Proxy {
             .collect();
         protected.sort();
         protected.dedup();
+        let index = MysqlIndexTable::new(&config);
+        let router = match previous {
+            Some(p) if p.config.cache == config.cache => p.router.succeed(config.clone(), index),
+            _ => Router::new(config.clone(), index),
+        };
+        Self {
+            router,
+            pools: Pools::rebuild(&config, previous.map(|p| &p.pools)),
+            analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
+            protected_databases: protected,
+            generation: previous.map_or(1, |p| p.generation + 1),
+            config,
+        }
+    }
+}
+
+/// State shared by every session of one proxy process.
+pub struct Proxy {
+    /// The configuration in force and what it built (swapped by [`Proxy::reload`]).
+    runtime: arc_swap::ArcSwap<Runtime>,
+    /// The configuration the process started with: its listeners, id layout and lease
+    /// settings stay in force until a restart.
+    pub config: Arc<Config>,
+    /// The order id service.
+    pub issuer: Arc<crate::id::issuer::Issuer>,
+    /// Sessions by connection id (KILL).
+    pub sessions: crate::frontend::registry::Registry,
+    /// Counters for `/metrics`.
+    pub metrics: crate::metrics::Metrics,
+    /// Set once a drain is asked for (SIGTERM, `/quitquitquit`).
+    drain_requested: tokio::sync::watch::Sender<bool>,
+    /// Route resolution counters (kept across reloads).
+    pub router_stats: Arc<crate::route::RouteStats>,
+    /// The version string of the default datasource, learnt from its greeting.
+    backend_version: tokio::sync::OnceCell<String>,
+    next_connection_id: AtomicU32,
+    reloading: std::sync::Mutex<()>,
+}
+
+impl Proxy {
+    /// Builds the shared state (no connection opens yet).
+    pub fn new(config: Config) -> Arc<Self> {
+        let config = Arc::new(config);
+        let runtime = Runtime::build(config.clone(), None);
         Arc::new(Self {
             issuer: crate::id::issuer::Issuer::new(
                 config.clone(),
                 Arc::new(crate::id::issuer::SystemClock),
             ),
             sessions: Default::default(),
+            metrics: Default::default(),
+            drain_requested: tokio::sync::watch::Sender::new(false),
+            router_stats: runtime.router.stats().clone(),
             backend_version: tokio::sync::OnceCell::new(),
-            protected_databases: protected,
-            router: Router::new(config.clone(), MysqlIndexTable::new(&config)),
-            pools: Pools::new(&config),
-            analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
             next_connection_id: AtomicU32::new(1),
+            runtime: arc_swap::ArcSwap::from_pointee(runtime),
+            reloading: std::sync::Mutex::new(()),
             config,
         })
+    }
+
+    /// The configuration in force now and what it built.
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.runtime.load_full()
+    }
+
+    /// Puts a new, validated configuration in force. Refused (and nothing changes) when it
+    /// changes what only a restart can: the listen addresses, the id layout, the lease
+    /// settings. Counted in `routekey_config_reloads_total` either way. Sessions pick the
+    /// new configuration up at their next statement outside a transaction; pools of
+    /// datasources defined as before keep their connections; a changed shard map empties
+    /// the route cache (its keys carry the shard map version).
+    pub fn reload(&self, config: Config) -> Result<u64, String> {
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let result = self.try_reload(config);
+        self.metrics.count_reload(result.is_ok());
+        result
+    }
+
+    fn try_reload(&self, config: Config) -> Result<u64, String> {
+        let first = &self.config;
+        let mut fixed = Vec::new();
+        if config.server.listen != first.server.listen {
+            fixed.push("server.listen");
+        }
+        if config.admin.listen != first.admin.listen {
+            fixed.push("admin.listen");
+        }
+        if config.layout != first.layout {
+            fixed.push("[id] layout");
+        }
+        let (a, b) = (&config.issuance, &first.issuance);
+        if a.lease_table != b.lease_table
+            || a.lease_ttl != b.lease_ttl
+            || a.legacy != b.legacy
+            || a.legacy_machine_base != b.legacy_machine_base
+            || config.index.database != first.index.database
+        {
+            fixed.push("[issuance] lease and legacy id settings");
+        }
+        if !fixed.is_empty() {
+            return Err(format!(
+                "{} cannot change while the proxy runs; restart it to apply",
+                fixed.join(", ")
+            ));
+        }
+        let config = Arc::new(config);
+        let previous = self.runtime.load_full();
+        let next = Runtime::build(config.clone(), Some(&previous));
+        let generation = next.generation;
+        self.issuer.reconfigure(config);
+        self.runtime.store(Arc::new(next));
+        Ok(generation)
     }
 
     /// The version string clients see in the greeting: `server.server_version` when set,
     /// else the default datasource's own (learnt once; a fallback while it is down).
     pub async fn server_version(&self) -> String {
-        if !self.config.server.server_version.is_empty() {
-            return self.config.server.server_version.clone();
+        let runtime = self.runtime();
+        if !runtime.config.server.server_version.is_empty() {
+            return runtime.config.server.server_version.clone();
         }
-        let ds = self.config.sharding.default_datasource;
+        let ds = runtime.config.sharding.default_datasource;
         let learnt = self
             .backend_version
             .get_or_try_init(|| async {
-                let conn = self.pools.get(ds, false).await?;
+                let conn = runtime.pools.get(ds, false).await?;
                 Ok::<_, crate::error::ProxyError>(conn.server_version().to_owned())
             })
             .await;
@@ -98,6 +193,18 @@ impl Proxy {
             Ok(v) => v.clone(),
             Err(_) => FALLBACK_VERSION.to_owned(),
         }
+    }
+
+    /// Asks [`serve`] to drain and return: `/readyz` says 503 at once (see
+    /// [`crate::config::ServerConfig::drain_timeout`]).
+    pub fn request_drain(&self) {
+        self.metrics.set_draining();
+        self.drain_requested.send_replace(true);
+    }
+
+    async fn drain_requested(&self) {
+        let mut rx = self.drain_requested.subscribe();
+        let _ = rx.wait_for(|asked| *asked).await;
     }
 
     /// A new connection id (never 0).
@@ -123,6 +230,13 @@ pub async fn run(
 }
 
 /// [`run`] with shared state built by the caller (tests read its counters).
+///
+/// Serves until `shutdown` completes or [`Proxy::request_drain`] is called, then drains:
+/// the listener keeps accepting for `server.drain_delay`, then closes; sessions close at
+/// their next command boundary outside a transaction (idle ones at once); at
+/// `server.drain_timeout` after the drain began, the sessions left are killed (running
+/// statements with `KILL QUERY`, open transactions rolled back by resetting or closing
+/// their backend connections). Then the worker id lease is released.
 pub async fn serve(
     listener: TcpListener,
     proxy: Arc<Proxy>,
@@ -132,22 +246,77 @@ pub async fn serve(
     let issuer = proxy.issuer.clone();
     tokio::spawn(async move { issuer.prepare().await });
     tokio::pin!(shutdown);
+    let accept = |sessions: &mut JoinSet<()>, accepted: std::io::Result<_>| match accepted {
+        Ok((tcp, peer)) => {
+            sessions.spawn(crate::frontend::serve(proxy.clone(), tcp, peer));
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "accept failed");
+            Some(std::time::Duration::from_millis(50))
+        }
+    };
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, peer)) => {
-                    sessions.spawn(crate::frontend::serve(proxy.clone(), tcp, peer));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
+            accepted = listener.accept() => if let Some(pause) = accept(&mut sessions, accepted) {
+                tokio::time::sleep(pause).await;
             },
             Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
             () = &mut shutdown => break,
+            () = proxy.drain_requested() => break,
         }
     }
-    sessions.shutdown().await;
+    proxy.request_drain();
+    let began = tokio::time::Instant::now();
+    let runtime = proxy.runtime();
+    let server = &runtime.config.server;
+    tracing::info!(
+        sessions = sessions.len(),
+        delay = ?server.drain_delay,
+        timeout = ?server.drain_timeout,
+        "draining: not ready; running statements and open transactions may finish"
+    );
+    let listen_until = began + server.drain_delay;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => if let Some(pause) = accept(&mut sessions, accepted) {
+                tokio::time::sleep(pause).await;
+            },
+            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+            () = tokio::time::sleep_until(listen_until) => break,
+        }
+    }
+    drop(listener);
+    proxy.sessions.drain();
+    let deadline = began + server.drain_timeout;
+    loop {
+        tokio::select! {
+            joined = sessions.join_next() => if joined.is_none() { break },
+            () = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    if !sessions.is_empty() {
+        tracing::warn!(
+            sessions = sessions.len(),
+            "drain deadline passed: closing the sessions left; their open transactions roll back"
+        );
+        for handle in proxy.sessions.all() {
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                crate::frontend::kill_running_statement(&proxy, &handle),
+            )
+            .await;
+            handle.kill();
+        }
+        // Killed sessions reset their backend connections (rolling back) and end; any
+        // still stuck are aborted, and their connections closed rather than pooled.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while sessions.join_next().await.is_some() {}
+        })
+        .await;
+        sessions.shutdown().await;
+    }
     proxy.issuer.release().await;
+    tracing::info!("drained");
     Ok(())
 }

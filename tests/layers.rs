@@ -25,7 +25,7 @@ fn delta(stats: &RouteStats, before: [u64; 5]) -> Vec<(&'static str, u64)> {
 #[tokio::test]
 async fn new_format_ids_are_decoded_without_touching_the_index() {
     let h = Harness::start().await;
-    let stats = h.proxy.router.stats().clone();
+    let stats = h.proxy.router_stats.clone();
     let mut c = h.client().await;
     let s = seed();
     let mut n = 0;
@@ -60,7 +60,7 @@ async fn new_format_ids_are_decoded_without_touching_the_index() {
 #[tokio::test]
 async fn legacy_ids_go_to_the_index_once_then_to_the_cache() {
     let h = Harness::start().await;
-    let stats = h.proxy.router.stats().clone();
+    let stats = h.proxy.router_stats.clone();
     let mut c = h.client().await;
     let s = seed();
     let mut ids: Vec<u64> = CHANNELS
@@ -94,7 +94,7 @@ async fn legacy_ids_go_to_the_index_once_then_to_the_cache() {
 #[tokio::test]
 async fn an_in_list_counts_one_resolution_per_id() {
     let h = Harness::start().await;
-    let stats = h.proxy.router.stats().clone();
+    let stats = h.proxy.router_stats.clone();
     let mut c = h.client().await;
     let s = seed();
     let new = [
@@ -119,7 +119,7 @@ async fn an_in_list_counts_one_resolution_per_id() {
 #[tokio::test]
 async fn context_resolves_legacy_reads_and_is_never_cached() {
     let h = Harness::start().await;
-    let stats = h.proxy.router.stats().clone();
+    let stats = h.proxy.router_stats.clone();
     let mut c = h.client().await;
     let mut r = reference().await;
     let s = seed();
@@ -163,7 +163,7 @@ async fn context_resolves_legacy_reads_and_is_never_cached() {
 #[tokio::test]
 async fn a_decodable_id_wins_over_a_contradicting_hint_and_the_conflict_is_counted() {
     let h = Harness::start().await;
-    let stats = h.proxy.router.stats().clone();
+    let stats = h.proxy.router_stats.clone();
     let mut c = h.client().await;
     let mut r = reference().await;
     let s = seed();
@@ -189,7 +189,7 @@ async fn a_decodable_id_wins_over_a_contradicting_hint_and_the_conflict_is_count
 #[tokio::test]
 async fn unknown_legacy_ids_are_unresolved_and_negative_answers_expire() {
     let h = Harness::start().await;
-    let stats = h.proxy.router.stats().clone();
+    let stats = h.proxy.router_stats.clone();
     let mut c = h.client().await;
     let id = fresh_legacy_id();
     let sql = format!("SELECT * FROM t_order WHERE order_id = {id}");

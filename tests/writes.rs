@@ -340,7 +340,7 @@ async fn update_or_delete_of_a_legacy_id_missing_from_the_index_is_refused() {
 #[tokio::test]
 async fn a_hint_routes_writes_of_a_legacy_id_the_index_does_not_know() {
     let h = Harness::start().await;
-    let stats = h.proxy.router.stats().clone();
+    let stats = h.proxy.router_stats.clone();
     let mut c = h.client().await;
     let guard = Cleanup::default();
     let id = guard.add(fresh_legacy_id_with_code(2));

@@ -5,6 +5,8 @@
 //! leave dirty themselves (see `frontend::session`). `test_on_check_out` is off: a clean
 //! connection is not pinged on every checkout; a broken one is marked and discarded.
 
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -36,7 +38,9 @@ impl ManageConnection for BackendManager {
     }
 
     fn has_broken(&self, conn: &mut BackendConn) -> bool {
-        conn.is_broken()
+        // A connection dropped inside a transaction (its session was aborted) is closed,
+        // which rolls the transaction back, rather than handed to another session.
+        conn.is_broken() || conn.in_transaction()
     }
 }
 
@@ -61,11 +65,14 @@ impl ErrorSink<ProxyError> for ConnectErrors {
     }
 }
 
+#[derive(Clone)]
 struct DatasourcePool {
     pool: Pool<BackendManager>,
     errors: watch::Receiver<String>,
     name: String,
     checkout_timeout: std::time::Duration,
+    /// What the pool was built from: a reload keeps the pool when this is unchanged.
+    built_from: (Datasource, usize),
 }
 
 /// A pooled backend connection, owned by a session while it uses it.
@@ -74,15 +81,35 @@ pub type PooledConn = PooledConnection<'static, BackendManager>;
 /// All pools of the proxy.
 pub struct Pools {
     pools: HashMap<(DatasourceId, bool), DatasourcePool>,
+    waits: WaitHistograms,
 }
+
+/// Histograms of pool checkout waits (seconds) by `datasource` label.
+pub type WaitHistograms = Family<Vec<(&'static str, String)>, Histogram, fn() -> Histogram>;
 
 impl Pools {
     /// Builds the pools (no connection opens until first use).
     pub fn new(config: &Config) -> Self {
+        Self::rebuild(config, None)
+    }
+
+    /// The pools of a reloaded configuration: a datasource defined as before, at the same
+    /// position, keeps its pools and their connections (sessions holding one keep it
+    /// either way); the others get new pools, and the old ones close as their last
+    /// connection is given back.
+    pub fn rebuild(config: &Config, previous: Option<&Pools>) -> Self {
         let mut pools = HashMap::new();
         for (i, ds) in config.datasources.iter().enumerate() {
             let id = DatasourceId(i as u16);
+            let built_from = (ds.clone(), config.server.max_packet_size);
             for found_rows in [false, true] {
+                let kept = previous
+                    .and_then(|p| p.pools.get(&(id, found_rows)))
+                    .filter(|p| p.built_from == built_from);
+                if let Some(kept) = kept {
+                    pools.insert((id, found_rows), kept.clone());
+                    continue;
+                }
                 let (tx, rx) = watch::channel(String::new());
                 let pool = Pool::builder()
                     .max_size(ds.pool_size)
@@ -106,11 +133,22 @@ impl Pools {
                         errors: rx,
                         name: ds.name.clone(),
                         checkout_timeout: ds.checkout_timeout,
+                        built_from: built_from.clone(),
                     },
                 );
             }
         }
-        Self { pools }
+        Self {
+            pools,
+            waits: previous.map_or_else(
+                || {
+                    Family::new_with_constructor(
+                        crate::metrics::latency_histogram as fn() -> Histogram,
+                    )
+                },
+                |p| p.waits.clone(),
+            ),
+        }
     }
 
     /// A connection to `datasource`. Waits at most the datasource's checkout timeout; fails
@@ -126,11 +164,15 @@ impl Pools {
         })?;
         let mut errors = p.errors.clone();
         errors.mark_unchanged();
+        let started = std::time::Instant::now();
         let get = p.pool.get_owned();
         tokio::pin!(get);
         loop {
             tokio::select! {
                 result = &mut get => {
+                    self.waits
+                        .get_or_create(&vec![("datasource", p.name.clone())])
+                        .observe(started.elapsed().as_secs_f64());
                     return result.map_err(|e| match e {
                         RunError::User(e) => e,
                         RunError::TimedOut => ProxyError::Unavailable(format!(
@@ -148,6 +190,11 @@ impl Pools {
                 }
             }
         }
+    }
+
+    /// Checkout wait times in seconds, labelled by datasource (`/metrics`).
+    pub fn waits(&self) -> &WaitHistograms {
+        &self.waits
     }
 
     /// Connections per pool: (datasource, found_rows, open, idle).

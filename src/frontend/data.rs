@@ -221,7 +221,7 @@ impl Session {
         let generated = self.issue_for_insert(analysis, &values, hints).await?;
         values.generated = &generated;
         let plan = self
-            .proxy
+            .rt
             .router
             .route(analysis, &values, hints, now_ms())
             .await?;
@@ -242,7 +242,7 @@ impl Session {
         // Refused writes leave no index rows behind.
         self.check_pieces(&pieces, write)?;
         for (id, channel) in &plan.index_writes {
-            self.proxy.router.write_index(*id, *channel).await?;
+            self.rt.router.write_index(*id, *channel).await?;
         }
         if analysis.pins {
             self.pinned = true;
@@ -283,11 +283,11 @@ impl Session {
     pub(super) fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
         let db_is_logical = self.in_logical_database();
         let key = shape_key(sql, lexed, self.lex_mode, db_is_logical);
-        if let Some(a) = self.proxy.analyses.get(&key) {
+        if let Some(a) = self.rt.analyses.get(&key) {
             return Ok(a);
         }
         let cx = AnalyzeContext {
-            config: &self.proxy.config,
+            config: &self.rt.config,
             db_is_logical,
             decoding: self.decoding,
             pipes_as_concat: self.lex_mode.pipes_as_concat,
@@ -296,7 +296,7 @@ impl Session {
             Ok(analyzed) => {
                 let analysis = Arc::new(analyzed.analysis);
                 if analyzed.cacheable {
-                    self.proxy.analyses.insert(key, analysis.clone());
+                    self.rt.analyses.insert(key, analysis.clone());
                 }
                 Ok(analysis)
             }
@@ -330,14 +330,14 @@ impl Session {
         lexed: &Lexed,
         message: &str,
     ) -> ProxyError {
-        let config = self.proxy.config.clone();
+        let config = self.rt.config.clone();
         let cx = AnalyzeContext {
             config: &config,
             db_is_logical: self.in_logical_database(),
             decoding: self.decoding,
             pipes_as_concat: self.lex_mode.pipes_as_concat,
         };
-        let shard = &config.sharding.shards[self.proxy.router.first_shard() as usize];
+        let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];
         let mut rewritten = Vec::with_capacity(sql.len() + 32);
         let mut at = 0;
         for (span, table) in sharded_table_tokens(sql, &lexed.tokens, cx) {
@@ -373,7 +373,7 @@ impl Session {
         binary: bool,
         generated: &[u64],
     ) -> Vec<Piece> {
-        let config = &self.proxy.config;
+        let config = &self.rt.config;
         let st = Rewrite {
             sql,
             tokens: &lexed.tokens,
@@ -537,7 +537,7 @@ impl Session {
         let status = self.status();
         let mut result = Ok(());
         for (i, piece) in pieces.iter().enumerate() {
-            let ds = self.proxy.config.datasource(piece.datasource);
+            let ds = self.rt.config.datasource(piece.datasource);
             let (limit, name) = (ds.query_timeout, ds.name.clone());
             let step = self.run_piece(
                 client,
@@ -563,7 +563,10 @@ impl Session {
                     )),
                 }
             };
-            if result.is_err() {
+            if let Err(e) = &result {
+                if let Some(code) = backend_error_code(e) {
+                    self.proxy.metrics.count_backend_error(&name, &code);
+                }
                 break;
             }
         }
@@ -722,6 +725,20 @@ impl Session {
             code: code.to_string().into_bytes(),
             message,
         }];
+    }
+}
+
+/// The `code` label of `routekey_backend_errors_total` for an error met running a piece on
+/// a datasource; `None` for the proxy's own refusals.
+fn backend_error_code(e: &ProxyError) -> Option<String> {
+    match e {
+        ProxyError::Backend { code, .. } => Some(code.to_string()),
+        ProxyError::Client { code, .. } if *code == crate::error::ER_STATEMENT_TIMEOUT => {
+            Some("timeout".to_owned())
+        }
+        ProxyError::Unavailable(_) => Some("unavailable".to_owned()),
+        ProxyError::Io(_) => Some("io".to_owned()),
+        _ => None,
     }
 }
 

@@ -36,7 +36,7 @@ pub fn issue_error(e: IssueFailure) -> ProxyError {
 impl Session {
     /// The channel a region code names; `None` for a missing or unknown region (route key 0).
     pub fn channel_of_region(&self, region: Option<&str>) -> Option<ChannelId> {
-        region.and_then(|r| self.proxy.config.channel_by_region(r))
+        region.and_then(|r| self.rt.config.channel_by_region(r))
     }
 
     /// Issues `count` ids for `channel`, counted against this session's caller identity.
@@ -72,8 +72,8 @@ impl Session {
         if plan.key_insert.is_none() {
             return Ok(Vec::new());
         }
-        let channels = self.proxy.router.insert_channels(plan, values, hints)?;
-        let config = &self.proxy.config;
+        let channels = self.rt.router.insert_channels(plan, values, hints)?;
+        let config = &self.rt.config;
         let mut wanted: Vec<(ChannelId, usize)> = Vec::new();
         for (row, channel) in channels.iter().enumerate() {
             let Some(channel) = channel else {

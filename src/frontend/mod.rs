@@ -8,6 +8,8 @@ pub mod handshake;
 mod ids;
 mod prepared;
 mod query;
+mod statement_log;
+pub use query::kill_running_statement;
 pub mod registry;
 pub mod session;
 mod set;
@@ -34,11 +36,14 @@ enum Next {
 /// Serves one client connection until it quits or fails.
 pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     let _ = tcp.set_nodelay(true);
+    let counted = proxy.clone();
+    let _connected = counted.metrics.client_connected();
     let id = proxy.next_connection_id();
-    let limit = proxy.config.server.handshake_timeout;
+    let runtime = proxy.runtime();
+    let limit = runtime.config.server.handshake_timeout;
     let version = proxy.server_version().await;
     let peer_text = peer.to_string();
-    let greeting = handshake::accept(tcp, &proxy.config, &version, id, &peer_text);
+    let greeting = handshake::accept(tcp, &runtime.config, &version, id, &peer_text);
     let login = match tokio::time::timeout(limit, greeting).await {
         Ok(Ok(Some(login))) => login,
         Ok(Ok(None)) => return,
@@ -88,12 +93,13 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     loop {
         client.stream.reset_seq();
         let handle = session.handle.clone();
-        if handle.killed() {
+        let idle = !session.in_transaction();
+        if handle.killed() || idle && handle.draining() {
             break;
         }
         let read = tokio::select! {
             read = client.stream.read_packet() => read,
-            () = handle.killed_signal() => break,
+            () = handle.stop_signal(idle) => break,
         };
         let packet = match read {
             Ok(Some(p)) => p,
@@ -156,7 +162,7 @@ async fn command(
             client.packet(&eof_packet(0, session.status()))?;
         }
         c if c == Command::COM_STATISTICS as u8 => {
-            let ds = session.proxy.config.sharding.default_datasource;
+            let ds = session.rt.config.sharding.default_datasource;
             let answer = match session.connection(ds).await {
                 Ok(conn) => conn.simple_command(Command::COM_STATISTICS, &[]).await,
                 Err(e) => Err(e),
@@ -182,7 +188,13 @@ async fn command(
         }
         c if Session::statement_command(c).is_some() => {
             let outcome = match Session::statement_command(c).expect("matched") {
-                Command::COM_STMT_PREPARE => session.prepare_statement(client, body).await,
+                Command::COM_STMT_PREPARE => {
+                    let started = std::time::Instant::now();
+                    let result = session.prepare_statement(client, body).await;
+                    let metrics = &session.proxy.metrics;
+                    metrics.count_statement("prepare", result.is_ok(), started);
+                    result
+                }
                 Command::COM_STMT_EXECUTE => session.execute_statement(client, body).await,
                 Command::COM_STMT_RESET => session.reset_statement(client, body),
                 Command::COM_STMT_FETCH => Err(session.fetch(body)),

@@ -67,6 +67,9 @@ pub struct PreparedStatement {
     long_data: Vec<Option<LongData>>,
     /// Bytes of long data buffered (bounded by [`LONG_DATA_LIMIT`]).
     long_data_bytes: usize,
+    /// The configuration generation it was analysed under: after a reload, an execution
+    /// analyses it again (a table may have become sharded, or stopped being).
+    generation: u64,
 }
 
 /// Long data of one parameter, kept in the chunks it arrived in: each goes to the backend
@@ -129,6 +132,7 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
     ) -> Result<(), ProxyError> {
+        self.refresh();
         if self.statements.by_id.len() >= MAX_PREPARED_STATEMENTS {
             return Err(ProxyError::client(
                 ER_MAX_PREPARED_STMT_COUNT_REACHED,
@@ -214,7 +218,7 @@ impl Session {
         let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
         // The definitions come from the statement as the table's first shard (or the default
         // datasource) prepares it.
-        let config = self.proxy.config.clone();
+        let config = self.rt.config.clone();
         let st = Rewrite {
             sql,
             tokens: &lexed.tokens,
@@ -222,7 +226,7 @@ impl Session {
         let values = self.session_values();
         let (ds, text, names) = match &analysis.target {
             Target::Sharded(plan) => {
-                let shard = &config.sharding.shards[self.proxy.router.first_shard() as usize];
+                let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];
                 (
                     shard.datasource,
                     st.for_shard(&analysis, plan, shard, &[], false, &values),
@@ -274,6 +278,7 @@ impl Session {
                 types: None,
                 long_data: vec![None; params],
                 long_data_bytes: 0,
+                generation: self.rt.generation,
             },
         );
         id
@@ -329,12 +334,28 @@ impl Session {
                 "Incorrect arguments to mysqld_stmt_execute",
             )
         })?;
+        self.refresh();
         let mut statement = self
             .statements
             .by_id
             .remove(&id)
             .ok_or_else(|| unknown(id, "mysqld_stmt_execute"))?;
+        let started = std::time::Instant::now();
         let result = self.execute_with(client, &mut statement, payload).await;
+        let kind = crate::metrics::statement_kind(&statement.sql);
+        self.proxy
+            .metrics
+            .count_statement(kind, result.is_ok(), started);
+        let log = self.rt.config.log.statements;
+        super::statement_log::log_statement(
+            self.id,
+            log,
+            self.lex_mode,
+            &statement.sql,
+            kind,
+            &result,
+            started,
+        );
         // Long data is consumed by the execution, whatever its outcome.
         statement.clear_long_data();
         self.statements.by_id.insert(id, statement);
@@ -404,7 +425,12 @@ impl Session {
                     values: &values,
                     long_data: &statement.long_data,
                 };
-                let (analysis, hints) = (analysis.clone(), hints.clone());
+                let analysis = if statement.generation == self.rt.generation {
+                    analysis.clone()
+                } else {
+                    self.analysis(&statement.sql, &statement.lexed)?
+                };
+                let hints = hints.clone();
                 let text = super::data::StatementText {
                     sql: &statement.sql,
                     lexed: &statement.lexed,

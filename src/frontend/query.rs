@@ -40,7 +40,23 @@ impl Session {
         }
         let last = statements.len() - 1;
         for (i, range) in statements.into_iter().enumerate() {
-            let result = self.bounded_statement(client, &text[range], i < last).await;
+            let started = std::time::Instant::now();
+            let sql = &text[range];
+            let result = self.bounded_statement(client, sql, i < last).await;
+            let kind = crate::metrics::statement_kind(sql);
+            self.proxy
+                .metrics
+                .count_statement(kind, result.is_ok(), started);
+            let log = self.rt.config.log.statements;
+            super::statement_log::log_statement(
+                self.id,
+                log,
+                self.lex_mode,
+                sql,
+                kind,
+                &result,
+                started,
+            );
             if let Err(e) = result {
                 if let ProxyError::ClientGone(_) = e {
                     return Err(e);
@@ -71,8 +87,9 @@ impl Session {
         sql: &[u8],
         more: bool,
     ) -> Result<(), ProxyError> {
+        self.refresh();
         let limit = self
-            .proxy
+            .rt
             .config
             .datasources
             .iter()
@@ -193,7 +210,7 @@ impl Session {
     /// Bound on statements that never take long on a healthy server (SET, USE): five times
     /// the longest `connect_timeout`, so a server that stopped answering is reported soon.
     fn control_timeout(&self) -> std::time::Duration {
-        self.proxy
+        self.rt
             .config
             .datasources
             .iter()
@@ -285,7 +302,7 @@ impl Session {
         if self.held.is_empty() && !self.autocommit && self.txn.begin.is_none() {
             // autocommit=0 with no statement yet: the savepoint opens the transaction on the
             // default datasource, as the first statement would.
-            let ds = self.proxy.config.sharding.default_datasource;
+            let ds = self.rt.config.sharding.default_datasource;
             self.connection(ds).await?;
         }
         self.on_every_held(sql).await?;
@@ -354,26 +371,37 @@ impl Session {
                 format!("You are not owner of thread {target_id}"),
             ));
         }
-        if let Some((ds, thread)) = target.running() {
-            let datasource = self.proxy.config.datasource(ds).clone();
-            let mut conn = crate::backend::BackendConn::connect(
-                &datasource,
-                ds,
-                false,
-                self.proxy.config.server.max_packet_size,
-            )
-            .await?;
-            // The statement may have ended meanwhile: the thread is then idle and KILL
-            // QUERY does nothing (or the thread is gone: 1094, ignored).
-            let _ = conn
-                .execute(format!("KILL QUERY {thread}").as_bytes())
-                .await;
-        }
+        kill_running_statement(&self.proxy, &target).await?;
         if !query_only {
             target.kill();
         }
         self.ok(client, more)
     }
+}
+
+/// Kills the statement `target` runs on a backend now, if any, over a connection of its
+/// own (`KILL QUERY` of the backend thread; never a client-given thread id).
+pub async fn kill_running_statement(
+    proxy: &crate::server::Proxy,
+    target: &crate::frontend::registry::SessionHandle,
+) -> Result<(), ProxyError> {
+    if let Some((ds, thread)) = target.running() {
+        let runtime = proxy.runtime();
+        let datasource = runtime.config.datasource(ds).clone();
+        let mut conn = crate::backend::BackendConn::connect(
+            &datasource,
+            ds,
+            false,
+            runtime.config.server.max_packet_size,
+        )
+        .await?;
+        // The statement may have ended meanwhile: the thread is then idle and KILL
+        // QUERY does nothing (or the thread is gone: 1094, ignored).
+        let _ = conn
+            .execute(format!("KILL QUERY {thread}").as_bytes())
+            .await;
+    }
+    Ok(())
 }
 
 /// Runs `f`, or gives the statement-timeout error after `limit`.

@@ -19,6 +19,7 @@ pub struct SessionHandle {
     pub user: String,
     running: Mutex<Option<(DatasourceId, u32)>>,
     killed: AtomicBool,
+    draining: AtomicBool,
     wake: Notify,
 }
 
@@ -44,9 +45,15 @@ impl SessionHandle {
         self.killed.load(Ordering::SeqCst)
     }
 
-    /// Resolves when the session is killed (for a session waiting for its next command).
-    pub async fn killed_signal(&self) {
-        while !self.killed() {
+    /// Whether the proxy drains: the session closes once it is not in a transaction.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when a session waiting for its next command should close: killed, or
+    /// draining while `idle` (not in a transaction).
+    pub async fn stop_signal(&self, idle: bool) {
+        while !(self.killed() || idle && self.draining()) {
             self.wake.notified().await;
         }
     }
@@ -56,6 +63,7 @@ impl SessionHandle {
 #[derive(Debug, Default)]
 pub struct Registry {
     sessions: Mutex<HashMap<u32, Arc<SessionHandle>>>,
+    draining: AtomicBool,
 }
 
 impl Registry {
@@ -66,9 +74,14 @@ impl Registry {
             user: user.to_owned(),
             running: Mutex::new(None),
             killed: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             wake: Notify::new(),
         });
-        self.lock().insert(id, handle.clone());
+        let mut sessions = self.lock();
+        handle
+            .draining
+            .store(self.draining.load(Ordering::SeqCst), Ordering::SeqCst);
+        sessions.insert(id, handle.clone());
         handle
     }
 
@@ -86,6 +99,22 @@ impl Registry {
     /// The session with this connection id.
     pub fn get(&self, id: u32) -> Option<Arc<SessionHandle>> {
         self.lock().get(&id).cloned()
+    }
+
+    /// Starts a drain: every session closes at its next command boundary outside a
+    /// transaction (idle ones at once); sessions registered later too.
+    pub fn drain(&self) {
+        let sessions = self.lock();
+        self.draining.store(true, Ordering::SeqCst);
+        for handle in sessions.values() {
+            handle.draining.store(true, Ordering::SeqCst);
+            handle.wake.notify_one();
+        }
+    }
+
+    /// Every session now.
+    pub fn all(&self) -> Vec<Arc<SessionHandle>> {
+        self.lock().values().cloned().collect()
     }
 
     /// Sessions now.

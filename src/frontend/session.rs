@@ -55,6 +55,9 @@ pub struct Transaction {
 pub struct Session {
     /// Shared proxy state.
     pub proxy: Arc<Proxy>,
+    /// The configuration this session works under now: taken again from the proxy at each
+    /// statement while the session holds no backend connection ([`Session::refresh`]).
+    pub rt: Arc<crate::server::Runtime>,
     /// The proxy's connection id (handshake, `CONNECTION_ID()`, `KILL`).
     pub id: u32,
     /// The MySQL user.
@@ -145,6 +148,7 @@ impl Session {
         let handle = proxy.sessions.register(id, &user);
         Self {
             decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
+            rt: proxy.runtime(),
             proxy,
             id,
             user,
@@ -184,7 +188,7 @@ impl Session {
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
     ) -> Result<(), ProxyError> {
-        let protected = &self.proxy.protected_databases;
+        let protected = &self.rt.protected_databases;
         if protected.is_empty() {
             return Ok(());
         }
@@ -217,7 +221,7 @@ impl Session {
     /// Refuses a database clients may not reach.
     pub fn check_database(&self, name: &str) -> Result<(), ProxyError> {
         if self
-            .proxy
+            .rt
             .protected_databases
             .iter()
             .any(|p| p.eq_ignore_ascii_case(name))
@@ -238,7 +242,7 @@ impl Session {
     pub fn in_logical_database(&self) -> bool {
         self.database
             .as_deref()
-            .is_some_and(|d| d.eq_ignore_ascii_case(&self.proxy.config.sharding.logical_database))
+            .is_some_and(|d| d.eq_ignore_ascii_case(&self.rt.config.sharding.logical_database))
     }
 
     /// The client negotiated CLIENT_FOUND_ROWS: its connections come from those pools.
@@ -293,13 +297,13 @@ impl Session {
             current_user: format!("{}@%", self.user),
             generated_ids: Vec::new(),
             generated_as_params: false,
-            shard_key: self.proxy.config.sharding.shard_key.clone(),
+            shard_key: self.rt.config.sharding.shard_key.clone(),
         }
     }
 
     /// The database a connection to `ds` should have selected.
     fn backend_database(&self, ds: DatasourceId) -> Option<String> {
-        let config = &self.proxy.config;
+        let config = &self.rt.config;
         match &self.database {
             Some(db) if !self.in_logical_database() && ds == config.sharding.default_datasource => {
                 Some(db.clone())
@@ -322,10 +326,10 @@ impl Session {
     /// server closed (restart, wait_timeout, KILL) is discarded and the next one tried; so
     /// is one whose preparation fails on its socket.
     async fn fresh_connection(&mut self, ds: DatasourceId) -> Result<PooledConn, ProxyError> {
-        let datasource = self.proxy.config.datasource(ds).clone();
+        let datasource = self.rt.config.datasource(ds).clone();
         let mut dead = 0;
         loop {
-            let mut conn = self.proxy.pools.get(ds, self.found_rows()).await?;
+            let mut conn = self.rt.pools.get(ds, self.found_rows()).await?;
             if !conn.still_alive(IDLE_PROBE_AFTER) {
                 conn.mark_broken();
                 dead += 1;
@@ -559,7 +563,7 @@ impl Session {
     pub fn check_write(&self, ds: DatasourceId) -> Result<(), ProxyError> {
         match self.txn.write_datasource {
             Some(w) if w != ds => {
-                let config = &self.proxy.config;
+                let config = &self.rt.config;
                 Err(ProxyError::not_yet(format!(
                     "writes to a second datasource in one transaction: this transaction writes to {} and this statement to {} (atomic cross-datasource writes need XA); the transaction is left as it was",
                     config.datasource(w).name,
@@ -624,6 +628,18 @@ impl Session {
         }
         self.pinned = false;
         self.txn = Transaction::default();
+    }
+
+    /// Takes the proxy's current configuration when it changed and the session holds no
+    /// backend connection (a transaction, or pinned session state, finishes under the
+    /// configuration it began with).
+    pub fn refresh(&mut self) {
+        if self.held.is_empty() && !self.pinned {
+            let current = self.proxy.runtime();
+            if current.generation != self.rt.generation {
+                self.rt = current;
+            }
+        }
     }
 
     /// COM_RESET_CONNECTION: the session starts over (same user, same connection).

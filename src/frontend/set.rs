@@ -125,7 +125,7 @@ impl Session {
 
         // The statement runs once, on the default datasource's connection (or the first one
         // held); its values are read back there and set as literals on the others.
-        let default_ds = self.proxy.config.sharding.default_datasource;
+        let default_ds = self.rt.config.sharding.default_datasource;
         let first = if self.held.is_empty() || self.held.contains_key(&default_ds) {
             default_ds
         } else {
@@ -258,9 +258,9 @@ impl Session {
                 "No database selected",
             ));
         }
-        let logical = &self.proxy.config.sharding.logical_database;
+        let logical = &self.rt.config.sharding.logical_database;
         if !database.eq_ignore_ascii_case(logical) {
-            let ds = self.proxy.config.sharding.default_datasource;
+            let ds = self.rt.config.sharding.default_datasource;
             let conn = self.connection(ds).await?;
             let checked = conn.init_db(database).await;
             self.release_idle();

@@ -112,7 +112,7 @@ impl Session {
     /// by reason, context conflicts and hints followed for unknown ids.
     pub fn show_route_stats(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
         use crate::route::Layer;
-        let stats = self.proxy.router.stats();
+        let stats = self.rt.router.stats();
         let mut rows: Vec<(String, u64)> = Layer::ALL
             .iter()
             .map(|l| {
@@ -136,7 +136,8 @@ impl Session {
         ));
         let issued = self.proxy.issuer.stats();
         let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-        for (channel, n) in self.proxy.config.channels.iter().zip(&issued.per_channel) {
+        for channel in &self.rt.config.channels {
+            let n = &issued.per_channel[usize::from(channel.code)];
             rows.push((format!("ids_issued_{}", channel.name), load(n)));
         }
         rows.push((
@@ -179,7 +180,7 @@ impl Session {
         filtered: bool,
         more: bool,
     ) -> Result<(), ProxyError> {
-        let config = self.proxy.config.clone();
+        let config = self.rt.config.clone();
         let logical = &config.sharding.logical_database;
         if let Some(db) = database {
             self.check_database(db)?;
@@ -280,7 +281,7 @@ impl Session {
         names_in_rows: bool,
         more: bool,
     ) -> Result<(), ProxyError> {
-        let config = self.proxy.config.clone();
+        let config = self.rt.config.clone();
         let mode = self.lex_mode;
         let tokens = &lexed.tokens;
         let name = ident_text(sql, &tokens[table.last as usize], mode);
@@ -308,7 +309,7 @@ impl Session {
                 .run(client, &[piece], false, Default::default(), None, more)
                 .await;
         };
-        let first = self.proxy.router.first_shard();
+        let first = self.rt.router.first_shard();
         let shard = &config.sharding.shards[first as usize];
         let physical = &shard.tables[usize::from(table_id.0)];
         let range =
@@ -443,7 +444,7 @@ impl Session {
     /// COM_FIELD_LIST (the CLI's name completion): the columns of a table. A logical table
     /// answers from its first shard under its logical names; others pass through.
     pub async fn field_list(&mut self, client: &mut Client, body: &[u8]) -> Result<(), ProxyError> {
-        let config = self.proxy.config.clone();
+        let config = self.rt.config.clone();
         let (table, rest) = match body.iter().position(|&b| b == 0) {
             Some(i) => (&body[..i], &body[i..]),
             None => (body, &[][..]),
@@ -454,7 +455,7 @@ impl Session {
             .filter(|_| self.in_logical_database());
         let (ds, request, names) = match binding {
             Some(id) => {
-                let shard = &config.sharding.shards[self.proxy.router.first_shard() as usize];
+                let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];
                 let mut request = shard.tables[usize::from(id.0)].clone().into_bytes();
                 request.extend_from_slice(rest);
                 (

@@ -72,12 +72,15 @@ const MAX_CALLERS: usize = 1000;
 /// Counters of the service.
 #[derive(Debug, Default)]
 pub struct IssueStats {
-    /// Ids issued, per channel ([`ChannelId`] order).
+    /// Ids issued for a channel, by the channel's code (stable across reloads).
     pub per_channel: Vec<AtomicU64>,
     /// Ids issued without a region (route key 0).
     pub without_region: AtomicU64,
     /// Times the clock went back beyond the tolerance.
     pub clock_refusals: AtomicU64,
+    /// Times an issue call waited for the clock to pass the last issued id's time (a step
+    /// back within the tolerance, or a worker id whose previous holder issued ahead).
+    pub clock_waits: AtomicU64,
     /// Times a lease could not be taken because every worker id was leased.
     pub lease_full: AtomicU64,
     callers: Mutex<HashMap<String, u64>>,
@@ -174,7 +177,9 @@ impl Drop for Active {
 
 /// The order id service of one proxy.
 pub struct Issuer {
-    config: Arc<Config>,
+    /// The configuration in force (swapped on reload; the layout and the lease settings
+    /// never change while the process runs).
+    config: arc_swap::ArcSwap<Config>,
     store: Arc<LeaseStore>,
     clock: Arc<dyn Clock>,
     active: ArcSwapOption<Active>,
@@ -195,12 +200,14 @@ impl Issuer {
             rand::random::<u32>()
         );
         let stats = IssueStats {
-            per_channel: config.channels.iter().map(|_| AtomicU64::new(0)).collect(),
+            per_channel: (0..1usize << config.layout.route_key_bits())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             ..Default::default()
         };
         Arc::new(Self {
             store: Arc::new(LeaseStore::new(&config, holder)),
-            config,
+            config: arc_swap::ArcSwap::new(config),
             clock,
             active: ArcSwapOption::empty(),
             acquiring: tokio::sync::Mutex::new(()),
@@ -233,6 +240,24 @@ impl Issuer {
             .map(|a| a.lease.worker)
     }
 
+    /// Issues under `config` from now on: which channels are switched on, their codes.
+    /// The caller has checked that the id layout and the lease settings are unchanged.
+    pub fn reconfigure(&self, config: Arc<Config>) {
+        self.config.store(config);
+    }
+
+    /// The worker id lease's state for `/metrics`: `held` (usable now), `refused` (the last
+    /// attempt found every worker id leased) or `none` (not taken yet, released or lost).
+    pub fn lease_state(&self) -> &'static str {
+        if self.worker().is_some() {
+            return "held";
+        }
+        match &*self.failed.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((_, LeaseError::Full(_))) => "refused",
+            _ => "none",
+        }
+    }
+
     /// `count` ids for `channel` (None: no region given, route key 0).
     pub async fn issue(
         self: &Arc<Self>,
@@ -241,15 +266,17 @@ impl Issuer {
         count: usize,
     ) -> Result<Vec<u64>, IssueFailure> {
         let active = self.active().await?;
+        let config = self.config.load();
         let (generator, code) = match channel {
-            Some(ch) if self.config.issuance.route_key_channels[usize::from(ch.0)] => {
-                (&active.route_key, self.config.channel(ch).code)
+            Some(ch) if config.issuance.route_key_channels[usize::from(ch.0)] => {
+                (&active.route_key, config.channel(ch).code)
             }
             Some(_) => (&active.legacy, 0),
             None => (&active.route_key, 0),
         };
         let _in_flight = InFlight::enter(&active.in_flight);
         let mut ids = Vec::with_capacity(count);
+        let mut waited_for_clock = false;
         while ids.len() < count {
             let now = self.clock.now_ms();
             if !active.usable(now) {
@@ -259,6 +286,10 @@ impl Issuer {
             match generator.next(code, now) {
                 Ok(Step::Id(id)) => ids.push(id),
                 Ok(Step::WaitUntil(t)) => {
+                    if !waited_for_clock && generator.last_unix_ms() > now {
+                        waited_for_clock = true;
+                        self.stats.clock_waits.fetch_add(1, Ordering::Relaxed);
+                    }
                     tokio::time::sleep(Duration::from_millis(t.saturating_sub(now).max(1))).await;
                 }
                 Err(e) => {
@@ -270,7 +301,8 @@ impl Issuer {
         let n = ids.len() as u64;
         match channel {
             Some(ch) => {
-                self.stats.per_channel[usize::from(ch.0)].fetch_add(n, Ordering::Relaxed);
+                let code = usize::from(config.channel(ch).code);
+                self.stats.per_channel[code].fetch_add(n, Ordering::Relaxed);
             }
             None => {
                 self.stats.without_region.fetch_add(n, Ordering::Relaxed);
@@ -315,9 +347,10 @@ impl Issuer {
             }
         };
         *self.failed.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let issuance = &self.config.issuance;
+        let config = self.config.load();
+        let issuance = &config.issuance;
         let tolerance = u64::try_from(issuance.clock_tolerance.as_millis()).unwrap_or(u64::MAX);
-        let route_key = Generator::new(self.config.layout, lease.worker, tolerance);
+        let route_key = Generator::new(config.layout, lease.worker, tolerance);
         let legacy = Generator::legacy(
             issuance.legacy,
             issuance.legacy_machine_base + lease.worker,

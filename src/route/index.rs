@@ -190,6 +190,14 @@ impl RouteCache {
         }
     }
 
+    /// The same cache, for a reloaded configuration (its shard map version in the keys).
+    pub fn for_config(&self, config: &Config) -> Self {
+        Self {
+            cache: self.cache.clone(),
+            version: config.sharding.shard_map_version,
+        }
+    }
+
     /// The cached answer, or the one `load` gives (concurrent misses for one id share one
     /// load). The flag is true when the answer was loaded now.
     pub async fn get_or_load<F>(

@@ -24,7 +24,7 @@ use crate::sql::{
     Analysis, ContextKind, ContextSlot, Refusal, ShardedPlan, Target, ValueSlot, Verb,
 };
 use index::{IndexTable, RouteCache};
-pub use stats::{Layer, RouteStats};
+pub use stats::{Layer, LookupResult, RouteStats};
 use value::{KeyValue, StatementValues};
 
 /// Where a statement runs.
@@ -90,6 +90,20 @@ impl<I: IndexTable> Router<I> {
             decoder,
             index,
             stats: Arc::new(RouteStats::default()),
+        }
+    }
+
+    /// The router of a reloaded configuration: it keeps this router's counters and its
+    /// cache of index answers, whose keys carry the shard map version, so a changed shard
+    /// map starts from an empty cache.
+    pub fn succeed(&self, config: Arc<Config>, index: I) -> Self {
+        let decoder = RouteKeyDecoder::for_config(&config);
+        Self {
+            cache: self.cache.for_config(&config),
+            config,
+            decoder,
+            index,
+            stats: self.stats.clone(),
         }
     }
 
@@ -458,14 +472,25 @@ impl<I: IndexTable> Router<I> {
         let (indexed, fresh) = self
             .cache
             .get_or_load(id, async {
-                match self.index.lookup(id).await? {
-                    None => Ok(None),
-                    Some(name) => self.config.channel_by_name(&name).map(Some).ok_or_else(|| {
-                        index::IndexError(format!(
-                            "the index row of {id} names an unknown channel '{name}'"
-                        ))
-                    }),
-                }
+                let started = std::time::Instant::now();
+                let answer = match self.index.lookup(id).await {
+                    Err(e) => Err(e),
+                    Ok(None) => Ok(None),
+                    Ok(Some(name)) => {
+                        self.config.channel_by_name(&name).map(Some).ok_or_else(|| {
+                            index::IndexError(format!(
+                                "the index row of {id} names an unknown channel '{name}'"
+                            ))
+                        })
+                    }
+                };
+                let result = match &answer {
+                    Ok(Some(_)) => LookupResult::Found,
+                    Ok(None) => LookupResult::NotFound,
+                    Err(_) => LookupResult::Error,
+                };
+                self.stats.count_lookup(result, started.elapsed());
+                answer
             })
             .await?;
         let layer = if fresh { Layer::Index } else { Layer::Cache };

@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use prometheus_client::metrics::histogram::Histogram;
+
 use crate::id::DecodeFailure;
 
 /// The layer that resolved an order id.
@@ -42,13 +44,57 @@ impl Layer {
     }
 }
 
+/// What an index table lookup gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupResult {
+    /// A row: the order's channel.
+    Found,
+    /// No row.
+    NotFound,
+    /// The index table could not answer (down, timeout, unknown channel name).
+    Error,
+}
+
+impl LookupResult {
+    /// All results, in order.
+    pub const ALL: [LookupResult; 3] = [
+        LookupResult::Found,
+        LookupResult::NotFound,
+        LookupResult::Error,
+    ];
+
+    /// Stable lower-case name (the `result` label of `routekey_index_lookups_total`).
+    pub fn label(self) -> &'static str {
+        match self {
+            LookupResult::Found => "found",
+            LookupResult::NotFound => "not_found",
+            LookupResult::Error => "error",
+        }
+    }
+}
+
 /// Monotonic counters; cheap to bump from any task.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RouteStats {
     layers: [AtomicU64; 5],
     decode_failures: [AtomicU64; 4],
     context_conflicts: AtomicU64,
     hints_followed: AtomicU64,
+    index_lookups: [AtomicU64; 3],
+    index_latency: Histogram,
+}
+
+impl Default for RouteStats {
+    fn default() -> Self {
+        Self {
+            layers: Default::default(),
+            decode_failures: Default::default(),
+            context_conflicts: Default::default(),
+            hints_followed: Default::default(),
+            index_lookups: Default::default(),
+            index_latency: crate::metrics::latency_histogram(),
+        }
+    }
 }
 
 impl RouteStats {
@@ -71,6 +117,22 @@ impl RouteStats {
     /// A decoded id whose statement claimed another channel (the id won).
     pub fn count_context_conflict(&self) {
         self.context_conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one index table lookup and how long it took.
+    pub fn count_lookup(&self, result: LookupResult, took: std::time::Duration) {
+        self.index_lookups[result as usize].fetch_add(1, Ordering::Relaxed);
+        self.index_latency.observe(took.as_secs_f64());
+    }
+
+    /// Index table lookups so far with this result.
+    pub fn lookups(&self, result: LookupResult) -> u64 {
+        self.index_lookups[result as usize].load(Ordering::Relaxed)
+    }
+
+    /// Index lookup latencies, in seconds.
+    pub fn lookup_latency(&self) -> &Histogram {
+        &self.index_latency
     }
 
     /// A write followed a hint for an id the index does not know.

@@ -101,6 +101,14 @@ impl Harness {
             .expect("connect through the proxy")
     }
 
+    /// Waits up to `limit` for the proxy to stop by itself (a drain); true when it did.
+    pub async fn wait_stopped(&mut self, limit: std::time::Duration) -> bool {
+        match self.task.as_mut() {
+            Some(task) => tokio::time::timeout(limit, task).await.is_ok(),
+            None => true,
+        }
+    }
+
     /// Stops the proxy.
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
@@ -142,7 +150,8 @@ pub async fn backend(ds: usize) -> Conn {
     })
 }
 
-async fn check_sandbox() {
+/// Panics with a clear message when the sandbox is not up.
+pub async fn check_sandbox() {
     for ds in 0..2 {
         drop(backend(ds).await);
     }

@@ -1,0 +1,155 @@
+//! The process around the proxy (SPEC §7): binds the MySQL and admin listeners, serves
+//! until a drain ends, and turns signals and file changes into drains and reloads.
+//!
+//! - SIGTERM or SIGINT: drain ([`crate::server::serve`]); a second one exits at once
+//!   (status 130 for SIGINT, 143 for SIGTERM).
+//! - SIGHUP, or a change in the configuration file's directory (a Kubernetes ConfigMap is
+//!   swapped through a `..data` symlink, so the directory is watched, not the file): the
+//!   file is read again, environment overrides and command-line flags applied, validated,
+//!   and put in force by [`Proxy::reload`]; a file that does not validate leaves the
+//!   running configuration as it is (logged and counted).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::config::Config;
+use crate::server::Proxy;
+
+/// Changes to the running configuration that the command line makes (its flags win over
+/// the file and the environment, at start and at every reload).
+pub type Flags = Arc<dyn Fn(&mut Config) -> Result<(), String> + Send + Sync>;
+
+/// How long file events are gathered before one reload (editors write in several steps).
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// Loads the configuration at `path` with the environment's overrides and `flags`.
+pub fn load(path: &Path, flags: &Flags) -> Result<Config, String> {
+    let mut config = Config::load(path).map_err(|e| e.to_string())?;
+    flags(&mut config)?;
+    Ok(config)
+}
+
+/// Serves until a drain ends: the MySQL listener, the admin port, signals, reloads.
+pub async fn run(path: PathBuf, config: Config, flags: Flags) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+    let admin = tokio::net::TcpListener::bind(config.admin.listen)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot listen on {} (admin.listen): {e}",
+                config.admin.listen
+            )
+        })?;
+    tracing::info!(
+        address = %config.server.listen,
+        admin = %config.admin.listen,
+        overrides = ?config.overrides,
+        "routekey-proxy serving MySQL clients"
+    );
+    let proxy = Proxy::new(config);
+    tokio::spawn(signals(proxy.clone(), path.clone(), flags.clone()));
+    let _watch = watch(proxy.clone(), path, flags)
+        .map_err(|e| tracing::warn!(error = %e, "cannot watch the configuration file; reload with SIGHUP"))
+        .ok();
+    let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin = tokio::spawn(crate::admin::serve(admin, proxy.clone(), async {
+        let _ = admin_stopped.await;
+    }));
+    let served = crate::server::serve(listener, proxy, std::future::pending()).await;
+    let _ = admin_stop.send(());
+    if let Ok(Err(e)) = admin.await {
+        tracing::warn!(error = %e, "admin port");
+    }
+    served.map_err(|e| e.to_string())
+}
+
+async fn signals(proxy: Arc<Proxy>, path: PathBuf, flags: Flags) {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    let mut draining = false;
+    loop {
+        let status = tokio::select! {
+            _ = term.recv() => 143,
+            _ = int.recv() => 130,
+            _ = hup.recv() => {
+                reload(&proxy, &path, &flags, "SIGHUP");
+                continue;
+            }
+        };
+        if draining {
+            tracing::warn!("second signal: exiting without waiting for the drain");
+            std::process::exit(status);
+        }
+        draining = true;
+        tracing::info!("signal received: draining (a second signal exits at once)");
+        proxy.request_drain();
+    }
+}
+
+/// Reads, validates and applies the configuration file; logs and counts the outcome.
+pub fn reload(proxy: &Proxy, path: &Path, flags: &Flags, why: &str) {
+    let result = match load(path, flags) {
+        Ok(config) => proxy.reload(config),
+        Err(e) => {
+            proxy.metrics.count_reload(false);
+            Err(e)
+        }
+    };
+    match result {
+        Ok(generation) => tracing::info!(generation, why, "configuration reloaded"),
+        Err(e) => tracing::warn!(
+            error = %e,
+            why,
+            "configuration not reloaded; the running configuration stays in force"
+        ),
+    }
+}
+
+/// Watches the directory of `path`; changes to its entry (or to a `..data` symlink swap)
+/// reload it once they settle. The watcher stops when the returned value is dropped.
+fn watch(proxy: Arc<Proxy>, path: PathBuf, flags: Flags) -> notify::Result<impl Drop> {
+    use notify::Watcher;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let name = path.file_name().map(|n| n.to_owned());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        let ours = event.paths.iter().any(|p| {
+            let file = p.file_name();
+            file == name.as_deref() || file.is_some_and(|f| f == "..data")
+        });
+        if ours && !matches!(event.kind, notify::EventKind::Access(_)) {
+            let _ = tx.send(());
+        }
+    })?;
+    watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+    tokio::spawn(async move {
+        let mut last = std::fs::read(&path).ok();
+        while rx.recv().await.is_some() {
+            tokio::time::sleep(SETTLE).await;
+            while rx.try_recv().is_ok() {}
+            let now = std::fs::read(&path).ok();
+            if now.is_none() || now == last {
+                continue;
+            }
+            last = now;
+            reload(&proxy, &path, &flags, "file changed");
+        }
+    });
+    Ok(watcher)
+}

@@ -1,0 +1,406 @@
+//! Running it in production (SPEC §7): `/metrics` counts what happened, exactly; `/readyz`
+//! and the drain let running statements and open transactions finish, roll back what is
+//! still open at the deadline and refuse new connections; reloads under load fail nothing
+//! and put the new settings in force.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::*;
+
+/// The samples of one scrape, by metric name and label set (`name{a="x",b="y"}` ->
+/// value); histograms give their `_count` and `_sum`.
+async fn scrape(h: &Harness) -> HashMap<String, f64> {
+    let text = reqwest::get(format!("http://{}/metrics", h.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let parsed = prometheus_parse::Scrape::parse(lines).expect("Prometheus text format");
+    let mut out = HashMap::new();
+    for s in parsed.samples {
+        let mut labels: Vec<String> = s
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect();
+        labels.sort();
+        let key = if labels.is_empty() {
+            s.metric.clone()
+        } else {
+            format!("{}{{{}}}", s.metric, labels.join(","))
+        };
+        match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => {
+                out.insert(key, v);
+            }
+            prometheus_parse::Value::Histogram(buckets) => {
+                let count = buckets.last().map_or(0.0, |b| b.count);
+                out.insert(format!("{key}:count"), count);
+            }
+            prometheus_parse::Value::Summary(_) => {}
+        }
+    }
+    out
+}
+
+fn get(m: &HashMap<String, f64>, key: &str) -> f64 {
+    m.get(key).copied().unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn metrics_count_each_resolution_layer_exactly_and_parse_as_prometheus_text() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let s = seed();
+    let new = s.channels["EU_CHANNEL"].new_format_ids[41];
+    let legacy = s.channels["CN_CHANNEL"].legacy_ids[41];
+    let context = s.channels["BIZ_CHANNEL"].legacy_ids[41];
+    let before = scrape(&h).await;
+    let layer = |m: &HashMap<String, f64>, l: &str| {
+        get(
+            m,
+            &format!("routekey_route_resolutions_total{{layer=\"{l}\"}}"),
+        )
+    };
+    for sql in [
+        format!("SELECT order_id FROM t_order WHERE order_id = {new}"),
+        format!("SELECT order_id FROM t_order WHERE order_id = {legacy}"),
+        format!("SELECT order_id FROM t_order WHERE order_id = {legacy}"),
+        format!(
+            "SELECT order_id FROM t_order WHERE order_id = {context} AND channel = 'BIZ_CHANNEL'"
+        ),
+    ] {
+        assert_eq!(rows(&mut c, &sql).await.len(), 1, "{sql}");
+    }
+    // One statement the backend refuses: a backend error with its code.
+    assert_eq!(
+        error_code(&mut c, "SELECT * FROM no_such_table").await,
+        1146
+    );
+    let after = scrape(&h).await;
+    for (l, n) in [
+        ("decode", 1.0),
+        ("index", 1.0),
+        ("cache", 1.0),
+        ("context", 1.0),
+        ("unresolved", 0.0),
+    ] {
+        assert_eq!(layer(&after, l) - layer(&before, l), n, "layer {l}");
+    }
+    let lookups =
+        |m: &HashMap<String, f64>| get(m, "routekey_index_lookups_total{result=\"found\"}");
+    assert_eq!(lookups(&after) - lookups(&before), 1.0);
+    assert_eq!(
+        get(&after, "routekey_index_lookup_duration_seconds:count")
+            - get(&before, "routekey_index_lookup_duration_seconds:count"),
+        1.0
+    );
+    let selects = |m: &HashMap<String, f64>, outcome: &str| {
+        get(
+            m,
+            &format!("routekey_statements_total{{kind=\"select\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(selects(&after, "ok") - selects(&before, "ok"), 4.0);
+    assert_eq!(selects(&after, "error") - selects(&before, "error"), 1.0);
+    assert!(
+        get(
+            &after,
+            "routekey_backend_errors_total{code=\"1146\",datasource=\"ds0\"}"
+        ) >= 1.0
+    );
+    assert_eq!(get(&after, "routekey_client_connections"), 1.0);
+    assert!(
+        get(
+            &after,
+            "routekey_pool_connections{datasource=\"ds0\",state=\"idle\"}"
+        ) >= 1.0
+    );
+    assert!(
+        get(
+            &after,
+            "routekey_pool_wait_duration_seconds{datasource=\"ds0\"}:count"
+        ) >= 1.0
+    );
+    assert_eq!(get(&after, "routekey_draining"), 0.0);
+    assert_eq!(
+        get(
+            &after,
+            &format!(
+                "routekey_build_info{{version=\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            )
+        ),
+        1.0
+    );
+    // Issuance: per channel, and without a region per caller.
+    let id: Option<u64> = c.query_first("SELECT NEXT_ORDER_ID('GB')").await.unwrap();
+    assert!(id.is_some());
+    let _: Option<u64> = c.query_first("SELECT NEXT_ORDER_ID()").await.unwrap();
+    let after = scrape(&h).await;
+    assert_eq!(
+        get(&after, "routekey_ids_issued_total{channel=\"EU_CHANNEL\"}"),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &after,
+            "routekey_ids_issued_without_region_total{caller=\"app\"}"
+        ),
+        1.0
+    );
+    assert_eq!(get(&after, "routekey_worker_lease{state=\"held\"}"), 1.0);
+    drop(c);
+    h.stop().await;
+}
+
+/// A config whose drain deadline is `timeout`.
+fn draining_config(timeout: Duration) -> routekey_proxy::config::Config {
+    let mut config = config();
+    config.server.drain_timeout = timeout;
+    config
+}
+
+async fn post_quit(h: &Harness) -> u16 {
+    reqwest::Client::new()
+        .post(format!("http://{}/quitquitquit", h.admin))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn ready_status(h: &Harness) -> u16 {
+    reqwest::get(format!("http://{}/readyz", h.admin))
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn a_drain_lets_a_running_statement_and_an_open_transaction_finish() {
+    let mut h = Harness::start_with(draining_config(Duration::from_secs(20))).await;
+    assert_eq!(ready_status(&h).await, 200);
+    let id = fresh_new_id(5);
+    let _cleanup = Cleanup::new(&[id]);
+    // A transaction with a write in it, a statement that runs 2 s, an idle client.
+    let mut tx = h.client().await;
+    exec(&mut tx, "BEGIN").await;
+    exec(&mut tx, &insert_order_sql(id, "EU_CHANNEL", "drain")).await;
+    let mut busy = h.client().await;
+    let running = tokio::spawn(async move {
+        let slept: Option<u64> = busy.query_first("SELECT SLEEP(2)").await.unwrap();
+        (slept, busy)
+    });
+    let mut idle = h.client().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(post_quit(&h).await, 200);
+    assert_eq!(ready_status(&h).await, 503, "not ready at once");
+    // New connections are refused; the idle one is closed.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        tokio::net::TcpStream::connect(h.addr).await.is_err(),
+        "the listener closed"
+    );
+    assert!(
+        idle.query_drop("SELECT 1").await.is_err(),
+        "idle client closed"
+    );
+    // The running statement finishes with its result.
+    let (slept, mut busy) = running.await.unwrap();
+    assert_eq!(slept, Some(0));
+    assert!(
+        busy.query_drop("SELECT 1").await.is_err(),
+        "closed after its statement"
+    );
+    // The transaction goes on to its COMMIT, then its connection closes.
+    let n: Option<u64> = tx
+        .query_first(format!(
+            "SELECT COUNT(*) FROM t_order WHERE order_id = {id}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(n, Some(1));
+    exec(&mut tx, "COMMIT").await;
+    assert!(
+        tx.query_drop("SELECT 1").await.is_err(),
+        "closed after COMMIT"
+    );
+    assert!(
+        h.wait_stopped(Duration::from_secs(5)).await,
+        "serve returned"
+    );
+    let (shard, _) = (expected_shard("EU_CHANNEL", id), ());
+    assert!(physical_row(shard, id).await.is_some(), "the commit landed");
+}
+
+#[tokio::test]
+async fn a_transaction_still_open_at_the_drain_deadline_is_rolled_back() {
+    let mut h = Harness::start_with(draining_config(Duration::from_secs(2))).await;
+    let id = fresh_new_id(2);
+    let _cleanup = Cleanup::new(&[id]);
+    let mut tx = h.client().await;
+    exec(&mut tx, "BEGIN").await;
+    exec(&mut tx, &insert_order_sql(id, "GLOBAL_CHANNEL", "deadline")).await;
+    let started = Instant::now();
+    assert_eq!(post_quit(&h).await, 200);
+    assert!(
+        h.wait_stopped(Duration::from_secs(10)).await,
+        "serve returned"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        tx.query_drop("COMMIT").await.is_err(),
+        "the session was closed"
+    );
+    let shard = expected_shard("GLOBAL_CHANNEL", id);
+    assert!(
+        physical_row(shard, id).await.is_none(),
+        "rolled back on the backend"
+    );
+}
+
+#[tokio::test]
+async fn quitquitquit_is_for_post_only() {
+    let h = Harness::start().await;
+    let reply = reqwest::get(format!("http://{}/quitquitquit", h.admin))
+        .await
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 405);
+    assert_eq!(ready_status(&h).await, 200, "a GET does not drain");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn reloads_under_load_fail_no_statement_and_put_new_settings_in_force() {
+    let h = Harness::start().await;
+    let base =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("routekey-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("routekey.toml");
+    let ports = |text: &str| {
+        text.replace("127.0.0.1:33061", &format!("127.0.0.1:{}", sandbox_port(0)))
+            .replace("127.0.0.1:33062", &format!("127.0.0.1:{}", sandbox_port(1)))
+    };
+    // Before: region IE is unknown, so its ids carry no route key.
+    let mut c = h.client().await;
+    let id: Option<u64> = c.query_first("SELECT NEXT_ORDER_ID('IE')").await.unwrap();
+    assert_eq!(
+        routekey_proxy::id::IdLayout::default().route_key(id.unwrap()),
+        0
+    );
+    let s = seed();
+    let ids: Vec<u64> = CHANNELS
+        .iter()
+        .flat_map(|(name, ..)| {
+            let ch = &s.channels[*name];
+            ch.new_format_ids
+                .iter()
+                .take(3)
+                .chain(ch.legacy_ids.iter().take(3))
+        })
+        .copied()
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut clients = Vec::new();
+    for i in 0..16 {
+        let (stop, ok, failed, ids) = (stop.clone(), ok.clone(), failed.clone(), ids.clone());
+        let mut conn = h.client().await;
+        clients.push(tokio::spawn(async move {
+            let mut n = i;
+            while !stop.load(Ordering::Relaxed) {
+                let id = ids[n % ids.len()];
+                n += 1;
+                let got: Result<Option<u64>, _> = conn
+                    .query_first(format!(
+                        "SELECT order_id FROM t_order WHERE order_id = {id}"
+                    ))
+                    .await;
+                match got {
+                    Ok(Some(g)) if g == id => ok.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        eprintln!("client {i}: {other:?}");
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+            }
+        }));
+    }
+    let flags: routekey_proxy::process::Flags = Arc::new(|_| Ok(()));
+    for round in 0..10 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let text = if round == 4 {
+            "[server]\nlisten = 'not an address'\n".to_owned()
+        } else {
+            // Each round a new cache size (the route cache starts over only when needed)
+            // and, from round 5, the new region.
+            let mut t = ports(&base);
+            t = t.replace("[regions]", &format!("[regions]\n# round {round}"));
+            if round >= 5 {
+                t = t.replace("[regions]", "[regions]\nIE = \"EU_CHANNEL\"");
+            }
+            t
+        };
+        std::fs::write(&path, text).unwrap();
+        routekey_proxy::process::reload(&h.proxy, &path, &flags, "test");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "failed statements");
+    assert!(
+        ok.load(Ordering::Relaxed) > 100,
+        "{} statements",
+        ok.load(Ordering::Relaxed)
+    );
+    // The new region is in force for sessions that were open all along.
+    let id: Option<u64> = c.query_first("SELECT NEXT_ORDER_ID('IE')").await.unwrap();
+    assert_eq!(
+        routekey_proxy::id::IdLayout::default().route_key(id.unwrap()),
+        5
+    );
+    let m = scrape(&h).await;
+    assert_eq!(
+        get(&m, "routekey_config_reloads_total{result=\"success\"}"),
+        9.0
+    );
+    assert_eq!(
+        get(&m, "routekey_config_reloads_total{result=\"failure\"}"),
+        1.0
+    );
+    assert_eq!(h.proxy.runtime().generation, 10);
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(c);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_what_needs_a_restart_is_refused() {
+    let h = Harness::start().await;
+    let mut config = config();
+    config.server.listen = "127.0.0.1:1".parse().unwrap();
+    let e = h.proxy.reload(config).unwrap_err();
+    assert!(e.contains("server.listen") && e.contains("restart"), "{e}");
+    assert_eq!(h.proxy.runtime().generation, 1);
+    h.stop().await;
+}
