@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test of routekey-proxy on this machine: brings the MariaDB sandbox up (installing
-# MariaDB when missing), runs `cargo test` (unit tests and the in-process end-to-end tests),
+# MariaDB when missing), installs redis-server when missing (tests/redis.rs starts its own),
+# runs `cargo test` (unit tests and the in-process end-to-end tests),
 # then the real-client suites of tests/clients (mariadb CLI, PyMySQL, mysql-connector-python,
-# Connector/J with HikariCP, node mysql2, sysbench) against the proxy binary, and takes the
-# sandbox down again. Exits non-zero on any failure.
+# Connector/J with HikariCP, node mysql2, sysbench) against the proxy binary, validates
+# docker/ offline (scripts/validate-deploy.sh: hadolint, compose schema, kubernetes-validate,
+# dashboard JSON) and takes the sandbox down again. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,10 +16,29 @@ scripts/sandbox.sh up
 cleanup() { scripts/sandbox.sh down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
+step "redis-server"
+if ! command -v redis-server >/dev/null 2>&1; then
+    echo "redis-server not found; installing redis-server (apt-get)" >&2
+    if [[ "$(id -u)" != 0 ]]; then
+        echo "test.sh: redis-server is missing and installing it needs root" >&2
+        exit 1
+    fi
+    apt-get update >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server >&2
+    if ! command -v redis-server >/dev/null 2>&1; then
+        echo "test.sh: redis-server still missing after apt-get install" >&2
+        exit 1
+    fi
+fi
+redis-server --version
+
 step "cargo test"
 cargo test --locked
 
 step "client tests"
 scripts/client-tests.sh
+
+step "deployment files (docker/, offline)"
+ROUTEKEY_PROXY_BIN=target/debug/routekey-proxy scripts/validate-deploy.sh
 
 step "all tests passed"

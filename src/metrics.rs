@@ -261,6 +261,28 @@ pub fn render(proxy: &Proxy) -> String {
         stats.lookup_latency().clone(),
     );
 
+    if let Some(shared) = rt.router.shared_cache() {
+        let counts = shared.stats().snapshot();
+        let redis = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+        for (result, n) in [
+            ("hit", counts.hit),
+            ("miss", counts.miss),
+            ("error", counts.error),
+            ("skipped", counts.skipped),
+        ] {
+            redis.get_or_create(&vec![("result", result)]).inc_by(n);
+        }
+        r.register(
+            "cache_redis_requests",
+            "Shared cache tier (Redis) lookups and failed writes, by result; skipped: Redis was failing and is left alone for cache.redis_retry_after (since the last reload)",
+            redis,
+        );
+        r.register(
+            "cache_redis_writes",
+            "Answers written to the shared cache tier (since the last reload)",
+            counter(counts.writes),
+        );
+    }
     r.register(
         "statements",
         "Client statements, by kind and outcome",

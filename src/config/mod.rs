@@ -255,6 +255,25 @@ pub struct CacheConfig {
     pub ttl: Duration,
     /// Lifetime of a "not in the index" answer (default 2 s).
     pub negative_ttl: Duration,
+    /// The shared tier between this cache and the index table; `None` (no `redis_url`,
+    /// the default): no shared tier.
+    pub redis: Option<RedisTier>,
+}
+
+/// The optional shared cache tier (Redis) behind the in-process cache, for many proxies
+/// (SPEC §4.3): found channels only, under `routekey:v{shard_map_version}:{order_id}`, kept
+/// for [`CacheConfig::ttl`]. A Redis that fails or is slow is skipped, never an error for a
+/// client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisTier {
+    /// `redis://[user:password@]host[:port][/db]` or `redis+unix:///path[?db=n]` (TLS
+    /// `rediss://` is not built in); validated by `redis::Client::open`.
+    pub url: String,
+    /// Bound on one Redis call, connecting included (default 50 ms).
+    pub timeout: Duration,
+    /// After a failed or timed-out call the tier is skipped this long (default 1 s), so a
+    /// dead Redis costs no time per statement.
+    pub retry_after: Duration,
 }
 
 impl Config {

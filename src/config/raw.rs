@@ -334,6 +334,11 @@ pub struct RawCache {
     pub ttl: Duration,
     #[serde(default = "default_negative_ttl", with = "humantime_serde")]
     pub negative_ttl: Duration,
+    pub redis_url: Option<Spanned<String>>,
+    #[serde(default = "default_redis_timeout", with = "humantime_serde")]
+    pub redis_timeout: Duration,
+    #[serde(default = "default_redis_retry_after", with = "humantime_serde")]
+    pub redis_retry_after: Duration,
 }
 
 impl Default for RawCache {
@@ -342,8 +347,19 @@ impl Default for RawCache {
             capacity: default_cache_capacity(),
             ttl: default_cache_ttl(),
             negative_ttl: default_negative_ttl(),
+            redis_url: None,
+            redis_timeout: default_redis_timeout(),
+            redis_retry_after: default_redis_retry_after(),
         }
     }
+}
+
+fn default_redis_timeout() -> Duration {
+    Duration::from_millis(50)
+}
+
+fn default_redis_retry_after() -> Duration {
+    Duration::from_secs(1)
 }
 
 fn default_cache_capacity() -> u64 {

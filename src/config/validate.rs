@@ -108,11 +108,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
             )
         })?,
     };
-    let cache = CacheConfig {
-        capacity: raw.cache.capacity,
-        ttl: raw.cache.ttl,
-        negative_ttl: raw.cache.negative_ttl,
-    };
+    let cache = cache(&c, &raw)?;
     Ok(Config {
         server,
         users,
@@ -169,6 +165,39 @@ fn secret(
             format!("{what}: give only one of password, password_env and password_file"),
         )),
     }
+}
+
+fn cache(c: &Checker, raw: &RawConfig) -> Result<CacheConfig, ConfigError> {
+    let r = &raw.cache;
+    let redis = match &r.redis_url {
+        None => None,
+        Some(url) => {
+            // The message leaves the URL out: it may hold a password.
+            redis::Client::open(url.get_ref().as_str()).map_err(|e| {
+                c.at(
+                    url,
+                    format!("cache.redis_url: not a usable Redis URL ({e})"),
+                )
+            })?;
+            if r.redis_timeout.is_zero() {
+                return Err(c.err(None, "cache.redis_timeout: must be more than 0"));
+            }
+            if r.ttl < Duration::from_millis(1) {
+                return Err(c.err(None, "cache.ttl: at least 1ms with a Redis tier"));
+            }
+            Some(RedisTier {
+                url: url.get_ref().clone(),
+                timeout: r.redis_timeout,
+                retry_after: r.redis_retry_after,
+            })
+        }
+    };
+    Ok(CacheConfig {
+        capacity: r.capacity,
+        ttl: r.ttl,
+        negative_ttl: r.negative_ttl,
+        redis,
+    })
 }
 
 fn issuance(
@@ -656,6 +685,67 @@ mod tests {
         assert!(e.contains("unknown datasource `nope`"), "{e}");
         let e = error(&with("GB = \"EU_CHANNEL\"", "GB = \"EU\""));
         assert!(e.contains("unknown channel `EU`"), "{e}");
+    }
+
+    /// The demo configuration with `lines` added to its `[cache]` table.
+    fn with_cache(lines: &str) -> String {
+        with(
+            "negative_ttl = \"2s\"\n",
+            &format!("negative_ttl = \"2s\"\n{lines}"),
+        )
+    }
+
+    #[test]
+    fn the_redis_tier_is_optional_and_has_defaults() {
+        let config = Config::from_toml(DEMO, "demo.toml").unwrap();
+        assert!(config.cache.redis.is_none());
+        let text = with_cache("redis_url = \"redis://127.0.0.1:6379/0\"\n");
+        let redis = Config::from_toml(&text, "t.toml")
+            .unwrap()
+            .cache
+            .redis
+            .unwrap();
+        assert_eq!(redis.url, "redis://127.0.0.1:6379/0");
+        assert_eq!(redis.timeout, Duration::from_millis(50));
+        assert_eq!(redis.retry_after, Duration::from_secs(1));
+        let text = with_cache(
+            "redis_url = \"redis://:secret@cache.internal\"\nredis_timeout = \"20ms\"\nredis_retry_after = \"250ms\"\n",
+        );
+        let redis = Config::from_toml(&text, "t.toml")
+            .unwrap()
+            .cache
+            .redis
+            .unwrap();
+        assert_eq!(redis.timeout, Duration::from_millis(20));
+        assert_eq!(redis.retry_after, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn unusable_redis_urls_are_refused_with_the_line() {
+        let line = DEMO
+            .lines()
+            .position(|l| l.starts_with("negative_ttl"))
+            .unwrap()
+            + 2;
+        for url in [
+            "127.0.0.1:6379",
+            "http://127.0.0.1:6379",
+            "redis://127.0.0.1:6379/first",
+            "rediss://:secret@127.0.0.1:6380",
+        ] {
+            let e = error(&with_cache(&format!("redis_url = \"{url}\"\n")));
+            assert!(
+                e.starts_with(&format!("t.toml:{line}: cache.redis_url: ")),
+                "{url}: {e}"
+            );
+            assert!(!e.contains("secret"), "the password is not repeated: {e}");
+        }
+        let e = error(&with_cache(
+            "redis_url = \"redis://127.0.0.1\"\nredis_timeout = \"0s\"\n",
+        ));
+        assert!(e.contains("cache.redis_timeout"), "{e}");
+        let e = error(&with_cache("redis_timeout = \"soon\"\n"));
+        assert!(e.starts_with(&format!("t.toml:{line}: ")), "{e}");
     }
 
     #[test]

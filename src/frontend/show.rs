@@ -109,7 +109,8 @@ impl Session {
     }
 
     /// `SHOW ROUTEKEY STATS`: resolutions by layer since the proxy started, decode failures
-    /// by reason, context conflicts and hints followed for unknown ids.
+    /// by reason, context conflicts, hints followed for unknown ids, and (with a Redis tier)
+    /// Redis lookups by result.
     pub fn show_route_stats(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
         use crate::route::Layer;
         let stats = self.rt.router.stats();
@@ -134,6 +135,15 @@ impl Session {
             "hints_followed_for_unknown_ids".to_owned(),
             stats.hints_followed(),
         ));
+        if let Some(shared) = self.rt.router.shared_cache() {
+            let n = shared.stats().snapshot();
+            rows.extend([
+                ("redis_hit".to_owned(), n.hit),
+                ("redis_miss".to_owned(), n.miss),
+                ("redis_error".to_owned(), n.error),
+                ("redis_skipped".to_owned(), n.skipped),
+            ]);
+        }
         let issued = self.proxy.issuer.stats();
         let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         for channel in &self.rt.config.channels {

@@ -1,5 +1,6 @@
 //! Layer 3 (the index table, `order_id -> channel` on the meta datasource) and layer 0
-//! (the in-process cache of its answers), SPEC §4.3.
+//! (the in-process cache of its answers; the optional shared tier behind it is
+//! [`super::shared_cache`]), SPEC §4.3.
 //!
 //! The index is reached through the [`IndexTable`] trait, so the router is tested with an
 //! in-memory table; [`MysqlIndexTable`] is the real one, on mysql_async (the control path).
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use thiserror::Error;
 
+use super::stats::Layer;
 use crate::config::{ChannelId, Config};
 
 /// The index table could not answer.
@@ -198,24 +200,35 @@ impl RouteCache {
         }
     }
 
-    /// The cached answer, or the one `load` gives (concurrent misses for one id share one
-    /// load). The flag is true when the answer was loaded now.
+    /// The cached answer and [`Layer::Cache`], or the answer `load` gives with the layer it
+    /// names (the shared tier counts as [`Layer::Cache`], the index table as
+    /// [`Layer::Index`]). Concurrent misses for one id share one load; the callers that
+    /// waited for another's load get [`Layer::Cache`].
     pub async fn get_or_load<F>(
         &self,
         order_id: u64,
         load: F,
-    ) -> Result<(CachedAnswer, bool), IndexError>
+    ) -> Result<(CachedAnswer, Layer), IndexError>
     where
-        F: Future<Output = Result<CachedAnswer, IndexError>>,
+        F: Future<Output = Result<(CachedAnswer, Layer), IndexError>>,
     {
+        let mut loaded_by = Layer::Cache;
         let entry = self
             .cache
             .entry((self.version, order_id))
-            .or_try_insert_with(load)
+            .or_try_insert_with(async {
+                let (answer, layer) = load.await?;
+                loaded_by = layer;
+                Ok(answer)
+            })
             .await
-            .map_err(|e| (*e).clone())?;
-        let fresh = entry.is_fresh();
-        Ok((entry.into_value(), fresh))
+            .map_err(|e: std::sync::Arc<IndexError>| (*e).clone())?;
+        let layer = if entry.is_fresh() {
+            loaded_by
+        } else {
+            Layer::Cache
+        };
+        Ok((entry.into_value(), layer))
     }
 
     /// Records an answer known to be true (the proxy just wrote the index row).

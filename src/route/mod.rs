@@ -3,13 +3,16 @@
 //! Each order id is resolved in layers; the first that answers wins:
 //! 1. decode the route key ([`crate::id::RouteKeyDecoder`]);
 //! 2. the statement's context (channel/region predicates, sqlcommenter hints);
-//! 3. the index table, through its cache ([`index`]).
+//! 3. the index table, through its in-process cache ([`index`]) and, when configured, the
+//!    shared Redis tier behind it ([`shared_cache`]).
 //!
 //! A write whose id does not decode consults the index even when context is given; a hint
 //! that contradicts the index is refused. Unresolved reads return MySQL's empty answer;
-//! unresolved writes are refused. The router does no I/O but through [`index::IndexTable`].
+//! unresolved writes are refused. The router does no I/O but through [`index::IndexTable`]
+//! and the optional [`shared_cache::SharedCache`].
 
 pub mod index;
+pub mod shared_cache;
 pub mod stats;
 pub mod value;
 
@@ -24,6 +27,7 @@ use crate::sql::{
     Analysis, ContextKind, ContextSlot, Refusal, ShardedPlan, Target, ValueSlot, Verb,
 };
 use index::{IndexTable, RouteCache};
+use shared_cache::{SharedCache, SharedLookup};
 pub use stats::{Layer, LookupResult, RouteStats};
 use value::{KeyValue, StatementValues};
 
@@ -76,6 +80,7 @@ pub struct Router<I> {
     config: Arc<Config>,
     decoder: RouteKeyDecoder,
     cache: RouteCache,
+    shared: Option<SharedCache>,
     index: I,
     stats: Arc<RouteStats>,
 }
@@ -86,6 +91,7 @@ impl<I: IndexTable> Router<I> {
         let decoder = RouteKeyDecoder::for_config(&config);
         Self {
             cache: RouteCache::new(&config),
+            shared: SharedCache::new(config.clone()),
             config,
             decoder,
             index,
@@ -100,6 +106,7 @@ impl<I: IndexTable> Router<I> {
         let decoder = RouteKeyDecoder::for_config(&config);
         Self {
             cache: self.cache.for_config(&config),
+            shared: SharedCache::new(config.clone()),
             config,
             decoder,
             index,
@@ -125,6 +132,11 @@ impl<I: IndexTable> Router<I> {
     /// The index table.
     pub fn index(&self) -> &I {
         &self.index
+    }
+
+    /// The shared cache tier (Redis), when `cache.redis_url` configures one.
+    pub fn shared_cache(&self) -> Option<&SharedCache> {
+        self.shared.as_ref()
     }
 
     /// Routes a statement. `now_ms` is the current Unix time in ms (decode window).
@@ -469,31 +481,7 @@ impl<I: IndexTable> Router<I> {
                 return Ok(Resolution::Channel(channel, Layer::Context));
             }
         }
-        let (indexed, fresh) = self
-            .cache
-            .get_or_load(id, async {
-                let started = std::time::Instant::now();
-                let answer = match self.index.lookup(id).await {
-                    Err(e) => Err(e),
-                    Ok(None) => Ok(None),
-                    Ok(Some(name)) => {
-                        self.config.channel_by_name(&name).map(Some).ok_or_else(|| {
-                            index::IndexError(format!(
-                                "the index row of {id} names an unknown channel '{name}'"
-                            ))
-                        })
-                    }
-                };
-                let result = match &answer {
-                    Ok(Some(_)) => LookupResult::Found,
-                    Ok(None) => LookupResult::NotFound,
-                    Err(_) => LookupResult::Error,
-                };
-                self.stats.count_lookup(result, started.elapsed());
-                answer
-            })
-            .await?;
-        let layer = if fresh { Layer::Index } else { Layer::Cache };
+        let (indexed, layer) = self.cache.get_or_load(id, self.load(id)).await?;
         let resolution = match (indexed, context) {
             (Some(indexed), Some(claimed)) if indexed != claimed => {
                 return Err(ProxyError::unroutable(format!(
@@ -516,6 +504,37 @@ impl<I: IndexTable> Router<I> {
         Ok(resolution)
     }
 
+    /// An answer the in-process cache does not hold: from the shared tier ([`Layer::Cache`]),
+    /// else from the index table ([`Layer::Index`]), whose found channel is then written
+    /// back to the shared tier.
+    async fn load(&self, id: u64) -> Result<(Option<ChannelId>, Layer), index::IndexError> {
+        if let Some(shared) = &self.shared {
+            if let SharedLookup::Hit(channel) = shared.get(id).await {
+                return Ok((Some(channel), Layer::Cache));
+            }
+        }
+        let started = std::time::Instant::now();
+        let looked_up = self.index.lookup(id).await.and_then(|row| match row {
+            None => Ok(None),
+            Some(name) => self.config.channel_by_name(&name).map(Some).ok_or_else(|| {
+                index::IndexError(format!(
+                    "the index row of {id} names an unknown channel '{name}'"
+                ))
+            }),
+        });
+        let result = match &looked_up {
+            Ok(Some(_)) => LookupResult::Found,
+            Ok(None) => LookupResult::NotFound,
+            Err(_) => LookupResult::Error,
+        };
+        self.stats.count_lookup(result, started.elapsed());
+        let indexed = looked_up?;
+        if let (Some(shared), Some(channel)) = (&self.shared, indexed) {
+            shared.put(id, channel);
+        }
+        Ok((indexed, Layer::Index))
+    }
+
     /// Writes the index row of an inserted order whose id does not decode, before the
     /// shard write (SPEC §5). Refuses when the index names another channel.
     pub async fn write_index(&self, id: u64, channel: ChannelId) -> Result<(), ProxyError> {
@@ -524,6 +543,9 @@ impl<I: IndexTable> Router<I> {
         match self.config.channel_by_name(&stored) {
             Some(c) if c == channel => {
                 self.cache.remember(id, channel).await;
+                if let Some(shared) = &self.shared {
+                    shared.put(id, channel);
+                }
                 Ok(())
             }
             _ => Err(ProxyError::unroutable(format!(

@@ -14,7 +14,7 @@ pub enum Layer {
     Decode,
     /// The statement's predicates or hints.
     Context,
-    /// The in-process cache of index answers.
+    /// A cache of index answers: the in-process one, or the shared Redis tier behind it.
     Cache,
     /// The index table.
     Index,

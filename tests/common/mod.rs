@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod redis_server;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
