@@ -93,9 +93,12 @@ pub struct Metrics {
     draining: AtomicBool,
 }
 
+/// Statement kinds, as [`statement_kind`] names them, and `prepare`.
+pub const STATEMENT_KINDS: [&str; 6] = ["select", "insert", "update", "delete", "other", "prepare"];
+
 impl Default for Metrics {
     fn default() -> Self {
-        Self {
+        let m = Self {
             statements: Family::default(),
             statement_duration: Family::new_with_constructor(latency_histogram),
             backend_errors: Family::default(),
@@ -103,7 +106,21 @@ impl Default for Metrics {
             clients_accepted: Counter::default(),
             config_reloads: Family::default(),
             draining: AtomicBool::new(false),
+        };
+        // Every known series exists from the start (at 0), so rates and dashboards see
+        // them before the first event.
+        for kind in STATEMENT_KINDS {
+            for outcome in ["ok", "error"] {
+                let _ = m
+                    .statements
+                    .get_or_create(&StatementLabels { kind, outcome });
+            }
+            let _ = m.statement_duration.get_or_create(&KindLabel { kind });
         }
+        for result in ["success", "failure"] {
+            let _ = m.config_reloads.get_or_create(&ResultLabel { result });
+        }
+        m
     }
 }
 

@@ -404,3 +404,62 @@ async fn a_reload_that_changes_what_needs_a_restart_is_refused() {
     assert_eq!(h.proxy.runtime().generation, 1);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn every_metric_the_dashboard_and_the_docs_use_is_exported() {
+    let h = Harness::start().await;
+    // Series that exist once something happened: a backend error, an id without a region.
+    let mut c = h.client().await;
+    assert_eq!(
+        error_code(&mut c, "SELECT * FROM no_such_table").await,
+        1146
+    );
+    let _: Option<u64> = c.query_first("SELECT NEXT_ORDER_ID()").await.unwrap();
+    let text = reqwest::get(format!("http://{}/metrics", h.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let exported: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let names = |path: &str| -> Vec<String> {
+        let doc =
+            std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let mut found = Vec::new();
+        for (i, _) in doc.match_indices("routekey_") {
+            let name: String = doc[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            let base = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(&name)
+                .to_owned();
+            found.push(base);
+        }
+        found
+    };
+    for path in ["docker/grafana/routekey-proxy.json", "docs/operations.md"] {
+        let used = names(path);
+        assert!(used.len() > 10, "{path}: {used:?}");
+        for name in used {
+            // The Redis tier's metrics exist when a Redis tier is configured (tests/redis.rs).
+            if name.starts_with("routekey_cache_redis")
+                || name == "routekey_proxy"
+                || name == "routekey_"
+            {
+                continue;
+            }
+            assert!(
+                exported.contains(name.as_str()),
+                "{path} uses {name}, not exported"
+            );
+        }
+    }
+    h.stop().await;
+}

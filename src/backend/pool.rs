@@ -138,17 +138,14 @@ impl Pools {
                 );
             }
         }
-        Self {
-            pools,
-            waits: previous.map_or_else(
-                || {
-                    Family::new_with_constructor(
-                        crate::metrics::latency_histogram as fn() -> Histogram,
-                    )
-                },
-                |p| p.waits.clone(),
-            ),
+        let waits: WaitHistograms = previous.map_or_else(
+            || Family::new_with_constructor(crate::metrics::latency_histogram as fn() -> Histogram),
+            |p| p.waits.clone(),
+        );
+        for ds in &config.datasources {
+            let _ = waits.get_or_create(&vec![("datasource", ds.name.clone())]);
         }
+        Self { pools, waits }
     }
 
     /// A connection to `datasource`. Waits at most the datasource's checkout timeout; fails
