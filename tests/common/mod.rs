@@ -602,4 +602,3 @@ pub fn assert_same_rows(got: &[Values], want: &[Values], what: &str) {
         want.len()
     );
 }
-

@@ -244,4 +244,3 @@ impl Drop for Forwarder {
         self.task.abort();
     }
 }
-

@@ -12,6 +12,9 @@ use toml::Spanned;
 
 use super::raw::{RawConfig, RawSharding};
 use super::*;
+use sources::{cache, secret};
+
+mod sources;
 
 /// Errors carry the file name and a line computed from a byte offset.
 struct Checker<'a> {
@@ -126,77 +129,6 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
             statements: raw.log.statements,
         },
         overrides: Vec::new(),
-    })
-}
-
-/// A password given in the file (`password`), by an environment variable (`password_env`)
-/// or in a file (`password_file`, a mounted Kubernetes Secret; one trailing newline is
-/// dropped). At most one of the three; `None` when none is given.
-fn secret(
-    c: &Checker,
-    what: &str,
-    password: &Option<String>,
-    env: &Option<String>,
-    file: &Option<String>,
-) -> Result<Option<String>, ConfigError> {
-    match (password, env, file) {
-        (None, None, None) => Ok(None),
-        (Some(p), None, None) => Ok(Some(p.clone())),
-        (None, Some(var), None) => std::env::var(var).map(Some).map_err(|_| {
-            c.err(
-                None,
-                format!(
-                    "{what}.password_env: environment variable {var} is not set (or not UTF-8)"
-                ),
-            )
-        }),
-        (None, None, Some(path)) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                c.err(
-                    None,
-                    format!("{what}.password_file: cannot read {path}: {e}"),
-                )
-            })?;
-            let text = text.strip_suffix('\n').unwrap_or(&text);
-            Ok(Some(text.strip_suffix('\r').unwrap_or(text).to_owned()))
-        }
-        _ => Err(c.err(
-            None,
-            format!("{what}: give only one of password, password_env and password_file"),
-        )),
-    }
-}
-
-fn cache(c: &Checker, raw: &RawConfig) -> Result<CacheConfig, ConfigError> {
-    let r = &raw.cache;
-    let redis = match &r.redis_url {
-        None => None,
-        Some(url) => {
-            // The message leaves the URL out: it may hold a password.
-            redis::Client::open(url.get_ref().as_str()).map_err(|e| {
-                c.at(
-                    url,
-                    format!("cache.redis_url: not a usable Redis URL ({e})"),
-                )
-            })?;
-            if r.redis_timeout.is_zero() {
-                return Err(c.err(None, "cache.redis_timeout: must be more than 0"));
-            }
-            if r.ttl < Duration::from_millis(1) {
-                return Err(c.err(None, "cache.ttl: at least 1ms with a Redis tier"));
-            }
-            Some(RedisTier {
-                url: url.get_ref().clone(),
-                timeout: r.redis_timeout,
-                retry_after: r.redis_retry_after,
-            })
-        }
-    };
-    Ok(CacheConfig {
-        capacity: r.capacity,
-        ttl: r.ttl,
-        negative_ttl: r.negative_ttl,
-        redis,
     })
 }
 
@@ -618,7 +550,7 @@ fn expand(pattern: &str, table: &str, shard: u32) -> String {
 mod tests {
     use super::*;
 
-    const DEMO: &str = include_str!("../../config/demo.toml");
+    const DEMO: &str = include_str!("../../../config/demo.toml");
 
     #[test]
     fn demo_config_is_valid() {
@@ -633,7 +565,59 @@ mod tests {
 
     #[test]
     fn example_config_is_valid() {
-        Config::from_toml(include_str!("../../config/example.toml"), "example.toml").unwrap();
+        Config::from_toml(include_str!("../../../config/example.toml"), "example.toml").unwrap();
+    }
+
+    #[test]
+    fn passwords_come_from_the_file_an_environment_variable_or_a_secret_file() {
+        let dir = std::env::temp_dir().join(format!("routekey-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ds1-password");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let text = with(
+            "name = \"app\"\npassword = \"app\"",
+            "name = \"app\"\npassword_env = \"PATH\"",
+        )
+        .replacen(
+            "address = \"127.0.0.1:33062\"\nuser = \"root\"\npassword = \"\"",
+            &format!(
+                "address = \"127.0.0.1:33062\"\nuser = \"root\"\npassword_file = \"{}\"",
+                file.display()
+            ),
+            1,
+        );
+        let config = Config::from_toml(&text, "t.toml").unwrap();
+        assert_eq!(config.users[0].password, std::env::var("PATH").unwrap());
+        assert_eq!(
+            config.datasources[1].password, "s3cret",
+            "one newline dropped"
+        );
+        for (from, to, message) in [
+            (
+                "password = \"app\"",
+                "password_env = \"ROUTEKEY_TEST_NOT_SET_ANYWHERE\"",
+                "ROUTEKEY_TEST_NOT_SET_ANYWHERE is not set",
+            ),
+            (
+                "password = \"app\"",
+                "password_file = \"/nonexistent/secret\"",
+                "cannot read /nonexistent/secret",
+            ),
+            (
+                "password = \"app\"",
+                "password = \"app\"\npassword_env = \"PATH\"",
+                "only one of",
+            ),
+            (
+                "password = \"app\"",
+                "",
+                "one of password, password_env or password_file",
+            ),
+        ] {
+            let e = Config::from_toml(&with(from, to), "t.toml").unwrap_err();
+            assert!(e.message.contains(message), "{}", e.message);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn with(from: &str, to: &str) -> String {
