@@ -53,8 +53,9 @@ and try, one per routing layer (SHOW ROUTEKEY STATS shows which layer answered):
     SELECT LAST_INSERT_ID();
 
 Order ids over HTTP:  curl -s -XPOST $admin/v1/order-ids -d '{"region":"GB","count":3}' -H 'content-type: application/json'
+Metrics and probes:   curl -s $admin/metrics | grep routekey_route_resolutions;  curl -s $admin/readyz
 What an id says about itself:  $bin --config $config decode $legacy_id
-Ctrl-C stops the proxy; scripts/sandbox.sh down stops the sandbox.
+Ctrl-C (or SIGTERM) drains and stops the proxy; scripts/sandbox.sh down stops the sandbox.
 
 TXT
 exec "$bin" --config "$config" --listen "$listen" --admin-listen "$admin"

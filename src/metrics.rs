@@ -91,6 +91,9 @@ pub struct Metrics {
     clients_accepted: Counter,
     config_reloads: Family<ResultLabel, Counter>,
     draining: AtomicBool,
+    /// Handles on the series of `statements` and `statement_duration`, by
+    /// [`STATEMENT_KINDS`] position (and ok, error): counting takes no lock.
+    by_kind: Vec<([Counter; 2], Histogram)>,
 }
 
 /// Statement kinds, as [`statement_kind`] names them, and `prepare`.
@@ -98,7 +101,7 @@ pub const STATEMENT_KINDS: [&str; 6] = ["select", "insert", "update", "delete", 
 
 impl Default for Metrics {
     fn default() -> Self {
-        let m = Self {
+        let mut m = Self {
             statements: Family::default(),
             statement_duration: Family::new_with_constructor(latency_histogram),
             backend_errors: Family::default(),
@@ -106,16 +109,22 @@ impl Default for Metrics {
             clients_accepted: Counter::default(),
             config_reloads: Family::default(),
             draining: AtomicBool::new(false),
+            by_kind: Vec::new(),
         };
         // Every known series exists from the start (at 0), so rates and dashboards see
         // them before the first event.
         for kind in STATEMENT_KINDS {
-            for outcome in ["ok", "error"] {
-                let _ = m
-                    .statements
-                    .get_or_create(&StatementLabels { kind, outcome });
-            }
-            let _ = m.statement_duration.get_or_create(&KindLabel { kind });
+            let counter = |outcome| {
+                m.statements
+                    .get_or_create(&StatementLabels { kind, outcome })
+                    .clone()
+            };
+            let counters = [counter("ok"), counter("error")];
+            let histogram = m
+                .statement_duration
+                .get_or_create(&KindLabel { kind })
+                .clone();
+            m.by_kind.push((counters, histogram));
         }
         for result in ["success", "failure"] {
             let _ = m.config_reloads.get_or_create(&ResultLabel { result });
@@ -158,13 +167,23 @@ pub fn statement_kind(sql: &[u8]) -> &'static str {
 impl Metrics {
     /// Counts one statement of `kind` (see [`statement_kind`]) that took `started.elapsed()`.
     pub fn count_statement(&self, kind: &'static str, ok: bool, started: Instant) {
-        let outcome = if ok { "ok" } else { "error" };
-        self.statements
-            .get_or_create(&StatementLabels { kind, outcome })
-            .inc();
-        self.statement_duration
-            .get_or_create(&KindLabel { kind })
-            .observe(started.elapsed().as_secs_f64());
+        let seconds = started.elapsed().as_secs_f64();
+        match STATEMENT_KINDS.iter().position(|k| *k == kind) {
+            Some(i) => {
+                let (counters, histogram) = &self.by_kind[i];
+                counters[usize::from(!ok)].inc();
+                histogram.observe(seconds);
+            }
+            None => {
+                let outcome = if ok { "ok" } else { "error" };
+                self.statements
+                    .get_or_create(&StatementLabels { kind, outcome })
+                    .inc();
+                self.statement_duration
+                    .get_or_create(&KindLabel { kind })
+                    .observe(seconds);
+            }
+        }
     }
 
     /// Counts an error from a datasource: a server error code, or `unavailable` / `timeout`
