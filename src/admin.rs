@@ -69,6 +69,9 @@ fn error(status: StatusCode, message: impl Into<String>) -> Reply {
 /// Connections the admin port serves at once.
 pub const MAX_CONNECTIONS: usize = 256;
 
+/// How long `/readyz` waits for each datasource (probes time out after 1 s by default).
+pub const READY_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(900);
+
 /// Time a client has to send a request's headers.
 pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -221,12 +224,15 @@ async fn ready(State(proxy): State<Arc<Proxy>>) -> Reply {
             let runtime = runtime.clone();
             async move {
                 let id = crate::config::DatasourceId(i as u16);
-                runtime
-                    .pools
-                    .get(id, false)
-                    .await
-                    .map(drop)
-                    .map_err(|e| format!("datasource {}: {e}", ds.name))
+                let get = runtime.pools.get(id, false);
+                match tokio::time::timeout(READY_CHECK_TIMEOUT, get).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(format!("datasource {}: {e}", ds.name)),
+                    Err(_) => Err(format!(
+                        "datasource {}: no connection within {READY_CHECK_TIMEOUT:?}",
+                        ds.name
+                    )),
+                }
             }
         });
     let failures: Vec<String> = futures_util::future::join_all(checks)

@@ -463,3 +463,39 @@ async fn every_metric_the_dashboard_and_the_docs_use_is_exported() {
     }
     h.stop().await;
 }
+
+#[tokio::test]
+async fn readyz_names_a_datasource_that_does_not_answer() {
+    let mut config = config();
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    config.datasources[1].address = format!("127.0.0.1:{port}");
+    let h = Harness::start_with(config).await;
+    let started = Instant::now();
+    let reply = reqwest::get(format!("http://{}/readyz", h.admin))
+        .await
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 503);
+    let body = reply.text().await.unwrap();
+    assert!(
+        body.contains("datasource ds1") && !body.contains("ds0"),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        reqwest::get(format!("http://{}/healthz", h.admin))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200,
+        "alive all the same"
+    );
+    h.stop().await;
+}
