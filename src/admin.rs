@@ -4,8 +4,9 @@
 //! - `GET /metrics`: every counter in the Prometheus text format ([`crate::metrics`]).
 //! - `GET /healthz`: 200 while the process serves.
 //! - `GET /readyz`: 200 when the configuration is loaded, the MySQL listener is bound (the
-//!   admin port starts after it) and every datasource answers; 503 with the reason
-//!   otherwise, and from the start of a drain.
+//!   admin port starts after it) and every datasource answers a ping on a pooled connection
+//!   (a pool whose connections are all in use counts as answering: busy is not down); 503
+//!   with the reason otherwise, and from the start of a drain.
 //! - `POST /quitquitquit`: starts a drain, as SIGTERM does; loopback callers only (403
 //!   otherwise), since the port may listen on the pod address for probes.
 //! - `POST /v1/order-ids` with `{"region": "GB", "count": 3}` (both optional: no region
@@ -16,8 +17,10 @@
 //!   `{"error": "..."}` with 400 (bad request) or 503 (cannot issue now: no lease, clock).
 //!
 //! At most [`MAX_CONNECTIONS`] connections are served at once (more wait in the listen
-//! backlog), and a request's headers must arrive within [`HEADER_TIMEOUT`], so a flood of
-//! slow or idle HTTP clients cannot take the file descriptors the MySQL port needs.
+//! backlog), a request's headers must arrive within [`HEADER_TIMEOUT`] and the whole
+//! request within [`REQUEST_TIMEOUT`], so slow or idle HTTP clients cannot take the file
+//! descriptors the MySQL port needs, and hold the port for seconds at most. The port has
+//! no authentication: keep it off other pods (a NetworkPolicy) where that matters.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -67,13 +70,17 @@ fn error(status: StatusCode, message: impl Into<String>) -> Reply {
 }
 
 /// Connections the admin port serves at once.
-pub const MAX_CONNECTIONS: usize = 256;
+pub const MAX_CONNECTIONS: usize = 1024;
 
 /// How long `/readyz` waits for each datasource (probes time out after 1 s by default).
 pub const READY_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(900);
 
-/// Time a client has to send a request's headers.
-pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Time a client has to send a request's headers (an idle keep-alive connection gets as
+/// long for its next request).
+pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Time a request has, from its headers to its answer, body included.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Serves the admin port until `shutdown` completes.
 pub async fn serve(
@@ -87,6 +94,7 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .route("/quitquitquit", post(quit))
+        .layer(axum::middleware::from_fn(bounded))
         .with_state(proxy);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut connections = tokio::task::JoinSet::new();
@@ -128,6 +136,21 @@ pub async fn serve(
     Ok(())
 }
 
+/// Answers 408 to a request (body included) not done within [`REQUEST_TIMEOUT`].
+async fn bounded(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("request not complete within {REQUEST_TIMEOUT:?}"),
+        )
+        .into_response(),
+    }
+}
+
 async fn metrics(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
@@ -139,7 +162,8 @@ async fn quit(
     State(proxy): State<Arc<Proxy>>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
 ) -> Reply {
-    if !peer.ip().is_loopback() {
+    // `::ffff:127.0.0.1` when the port listens on `[::]`.
+    if !peer.ip().to_canonical().is_loopback() {
         return error(
             StatusCode::FORBIDDEN,
             "/quitquitquit answers loopback callers only",
@@ -224,9 +248,16 @@ async fn ready(State(proxy): State<Arc<Proxy>>) -> Reply {
             let runtime = runtime.clone();
             async move {
                 let id = crate::config::DatasourceId(i as u16);
-                let get = runtime.pools.get(id, false);
-                match tokio::time::timeout(READY_CHECK_TIMEOUT, get).await {
-                    Ok(Ok(_)) => Ok(()),
+                if runtime.pools.saturated(id) {
+                    // Busy, not down: every connection serves a statement.
+                    return Ok(());
+                }
+                let check = async {
+                    let mut conn = runtime.pools.get(id, false).await?;
+                    conn.ping(READY_CHECK_TIMEOUT).await
+                };
+                match tokio::time::timeout(READY_CHECK_TIMEOUT, check).await {
+                    Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(format!("datasource {}: {e}", ds.name)),
                     Err(_) => Err(format!(
                         "datasource {}: no connection within {READY_CHECK_TIMEOUT:?}",

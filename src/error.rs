@@ -5,6 +5,8 @@
 
 use thiserror::Error;
 
+/// ER_CONNECTION_KILLED: the session is closed by the proxy (or a KILL).
+pub const ER_CONNECTION_KILLED: u16 = 1927;
 /// ER_NOT_SUPPORTED_YET: a statement the proxy does not route (yet).
 pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
 /// ER_NO_PARTITION_FOR_GIVEN_VALUE: a write the proxy cannot place on a shard.

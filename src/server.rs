@@ -14,6 +14,11 @@ use crate::route::Router;
 use crate::route::index::MysqlIndexTable;
 use crate::sql::shape::AnalysisCache;
 
+/// After the drain deadline: how long killing running statements may take, and then how
+/// long killed sessions get to roll back and end before they are aborted (so a drain ends
+/// at most twice this after `drain_timeout`, whatever the backends do).
+pub const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Greeting version while the default datasource cannot be asked.
 pub const FALLBACK_VERSION: &str = "5.5.5-10.11.0-MariaDB-routekey-proxy";
 
@@ -62,7 +67,9 @@ impl Runtime {
         let index = MysqlIndexTable::new(&config);
         let router = match previous {
             Some(p) if p.config.cache == config.cache => p.router.succeed(config.clone(), index),
-            _ => Router::new(config.clone(), index),
+            // New cache settings: a new cache, the same counters.
+            Some(p) => Router::new(config.clone(), index).with_stats(p.router.stats().clone()),
+            None => Router::new(config.clone(), index),
         };
         Self {
             router,
@@ -156,8 +163,12 @@ impl Proxy {
             || a.legacy != b.legacy
             || a.legacy_machine_base != b.legacy_machine_base
             || config.index.database != first.index.database
+            || config.datasource(config.index.datasource)
+                != first.datasource(first.index.datasource)
         {
-            fixed.push("[issuance] lease and legacy id settings");
+            // The lease store keeps its connection settings: a lease taken on another
+            // server (or database) would not exclude the holders of this one.
+            fixed.push("[issuance] lease and legacy id settings, the index (meta) datasource");
         }
         if !fixed.is_empty() {
             return Err(format!(
@@ -276,7 +287,11 @@ pub async fn serve(
         timeout = ?server.drain_timeout,
         "draining: not ready; running statements and open transactions may finish"
     );
-    let listen_until = began + server.drain_delay;
+    let far = began + std::time::Duration::from_secs(86_400 * 365);
+    let listen_until = began
+        .checked_add(server.drain_delay)
+        .unwrap_or(far)
+        .min(far);
     loop {
         tokio::select! {
             accepted = listener.accept() => if let Some(pause) = accept(&mut sessions, accepted) {
@@ -288,7 +303,10 @@ pub async fn serve(
     }
     drop(listener);
     proxy.sessions.drain();
-    let deadline = began + server.drain_timeout;
+    let deadline = began
+        .checked_add(server.drain_timeout)
+        .unwrap_or(far)
+        .min(far);
     loop {
         tokio::select! {
             joined = sessions.join_next() => if joined.is_none() { break },
@@ -300,17 +318,19 @@ pub async fn serve(
             sessions = sessions.len(),
             "drain deadline passed: closing the sessions left; their open transactions roll back"
         );
-        for handle in proxy.sessions.all() {
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_secs(2),
-                crate::frontend::kill_running_statement(&proxy, &handle),
-            )
-            .await;
+        // Every running statement is killed at once, all within one bound (a backend that
+        // stopped answering must not stretch the drain session by session).
+        let handles = proxy.sessions.all();
+        for handle in &handles {
             handle.kill();
         }
+        let kills = handles
+            .iter()
+            .map(|h| crate::frontend::kill_running_statement(h));
+        let _ = tokio::time::timeout(KILL_GRACE, futures_util::future::join_all(kills)).await;
         // Killed sessions reset their backend connections (rolling back) and end; any
         // still stuck are aborted, and their connections closed rather than pooled.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let _ = tokio::time::timeout(KILL_GRACE, async {
             while sessions.join_next().await.is_some() {}
         })
         .await;

@@ -397,11 +397,128 @@ async fn reloads_under_load_fail_no_statement_and_put_new_settings_in_force() {
 #[tokio::test]
 async fn a_reload_that_changes_what_needs_a_restart_is_refused() {
     let h = Harness::start().await;
-    let mut config = config();
-    config.server.listen = "127.0.0.1:1".parse().unwrap();
-    let e = h.proxy.reload(config).unwrap_err();
+    let mut changed = config();
+    changed.server.listen = "127.0.0.1:1".parse().unwrap();
+    let e = h.proxy.reload(changed).unwrap_err();
     assert!(e.contains("server.listen") && e.contains("restart"), "{e}");
+    // The meta datasource holds the worker id leases: moving it while the proxy runs would
+    // let another proxy lease the same worker id on the new server.
+    let mut changed = config();
+    let meta = changed.index.datasource;
+    changed.datasources[usize::from(meta.0)].address = "127.0.0.1:1".to_owned();
+    let e = h.proxy.reload(changed).unwrap_err();
+    assert!(e.contains("meta"), "{e}");
     assert_eq!(h.proxy.runtime().generation, 1);
+    // New cache settings: a new cache, the same counters (they never go back).
+    let mut changed = config();
+    changed.cache.negative_ttl += Duration::from_secs(1);
+    h.proxy.reload(changed).unwrap();
+    assert!(Arc::ptr_eq(
+        &h.proxy.router_stats,
+        h.proxy.runtime().router.stats()
+    ));
+    h.stop().await;
+}
+
+/// The demo configuration with EU and GLOBAL trading their shards (a changed shard map).
+fn swapped_shard_map() -> routekey_proxy::config::Config {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml"))
+        .unwrap()
+        .replacen("base_shard = 0", "base_shard = X", 1)
+        .replacen("base_shard = 4", "base_shard = 0", 1)
+        .replacen("base_shard = X", "base_shard = 4", 1);
+    let mut config = routekey_proxy::config::Config::from_toml(&text, "swapped").unwrap();
+    for (i, ds) in config.datasources.iter_mut().enumerate() {
+        ds.address = format!("127.0.0.1:{}", sandbox_port(i));
+    }
+    config
+}
+
+#[tokio::test]
+async fn a_session_pinned_to_old_backend_state_ends_when_the_shard_map_changes() {
+    let h = Harness::start().await;
+    let mut pinned = h.client().await;
+    exec(&mut pinned, "SELECT @rows := 0").await;
+    let mut plain = h.client().await;
+    exec(&mut plain, "SELECT 1").await;
+    h.proxy.reload(swapped_shard_map()).unwrap();
+    // The pinned session cannot follow the new map: it ends, and says why.
+    let (code, _, message) = server_error(pinned.query_drop("SELECT 1").await);
+    assert_eq!(code, 1927, "{message}");
+    assert!(message.contains("shard map changed"), "{message}");
+    assert!(pinned.query_drop("SELECT 1").await.is_err(), "closed");
+    // Other sessions follow it: an EU id now routes to the old GLOBAL shards.
+    let id = fresh_new_id(5);
+    let _cleanup = Cleanup::new(&[id]);
+    exec(&mut plain, &insert_order_sql(id, "EU_CHANNEL", "swapped")).await;
+    let shard = 4 + (id % 4) as u32;
+    assert!(physical_row(shard, id).await.is_some(), "on shard {shard}");
+    drop(plain);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn kill_query_reaches_the_right_backend_after_a_reload_renumbers_datasources() {
+    let h = Harness::start().await;
+    let id = fresh_new_id_on(1, 1);
+    let _cleanup = Cleanup::new(&[id]);
+    let mut a = h.client().await;
+    // One row on ds1, so that SLEEP runs once there.
+    exec(&mut a, &insert_order_sql(id, "CN_CHANNEL", "kill")).await;
+    let a_id: Option<u32> = a.query_first("SELECT CONNECTION_ID()").await.unwrap();
+    let running = tokio::spawn(async move {
+        let started = Instant::now();
+        let r = a
+            .query_drop(format!(
+                "SELECT SLEEP(5) FROM t_order WHERE order_id = {id}"
+            ))
+            .await;
+        (started.elapsed(), r)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A datasource whose name sorts first: every datasource id moves up by one.
+    let mut text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml")).unwrap();
+    text.push_str("\n[datasources.aaa]\naddress = \"127.0.0.1:1\"\nuser = \"x\"\n");
+    let mut config = routekey_proxy::config::Config::from_toml(&text, "more").unwrap();
+    for ds in config.datasources.iter_mut() {
+        for (i, port) in [(33061, sandbox_port(0)), (33062, sandbox_port(1))] {
+            let _ = i;
+            ds.address = ds.address.replace(&format!(":{}", i), &format!(":{port}"));
+        }
+    }
+    assert_eq!(config.datasources[0].name, "aaa");
+    h.proxy.reload(config).unwrap();
+    let mut killer = h.client().await;
+    exec(&mut killer, &format!("KILL QUERY {}", a_id.unwrap())).await;
+    let (took, _) = running.await.unwrap();
+    assert!(
+        took < Duration::from_secs(3),
+        "the statement was killed: {took:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn readyz_counts_a_busy_pool_as_ready() {
+    let mut config = config();
+    for ds in config.datasources.iter_mut() {
+        ds.pool_size = 2;
+    }
+    let h = Harness::start_with(config).await;
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let mut c = h.client().await;
+        busy.push(tokio::spawn(async move {
+            c.query_drop("SELECT SLEEP(2)").await.unwrap();
+            c
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(ready_status(&h).await, 200);
+    for b in busy {
+        drop(b.await.unwrap());
+    }
     h.stop().await;
 }
 

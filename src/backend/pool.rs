@@ -189,6 +189,15 @@ impl Pools {
         }
     }
 
+    /// Whether every connection of the datasource's main pool is in use (the pool is at
+    /// its size): the datasource answered them, and a checkout would only wait.
+    pub fn saturated(&self, datasource: DatasourceId) -> bool {
+        self.pools.get(&(datasource, false)).is_some_and(|p| {
+            let state = p.pool.state();
+            state.idle_connections == 0 && state.connections >= p.built_from.0.pool_size
+        })
+    }
+
     /// Checkout wait times in seconds, labelled by datasource (`/metrics`).
     pub fn waits(&self) -> &WaitHistograms {
         &self.waits

@@ -53,7 +53,11 @@ pub fn apply(
         return Ok((text.to_owned(), Vec::new()));
     }
     overrides.sort();
-    let mut doc: DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+    // A file that is not TOML is left as it is: validating it reports the error by line,
+    // without quoting the line (which may hold a secret).
+    let Ok(mut doc) = text.parse::<DocumentMut>() else {
+        return Ok((text.to_owned(), Vec::new()));
+    };
     let mut applied = Vec::new();
     for (var, value) in overrides {
         let path: Vec<&str> = var[PREFIX.len()..].split("__").collect();
@@ -192,6 +196,14 @@ pool_size = 8
             let e = apply(FILE, vars(&[(var, value)])).unwrap_err();
             assert!(e.starts_with(var) && e.contains(message), "{e}");
         }
+    }
+
+    #[test]
+    fn a_file_that_is_not_toml_is_left_to_validation() {
+        let bad = "[server]\npassword = hunter2-SECRET\n";
+        let (text, applied) = apply(bad, vars(&[("ROUTEKEY_SERVER__LISTEN", "x")])).unwrap();
+        assert_eq!(text, bad);
+        assert!(applied.is_empty());
     }
 
     #[test]

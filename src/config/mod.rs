@@ -279,7 +279,11 @@ pub struct RedisTier {
 impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        Self::load_with_env(path, std::env::vars())
+        // Variables that are not UTF-8 cannot be overrides (their names start with ASCII
+        // `ROUTEKEY_`); they are skipped rather than fail the load.
+        let vars = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        Self::load_with_env(path, vars)
     }
 
     /// [`Config::load`] with these environment variables: `ROUTEKEY_..__..` overrides are

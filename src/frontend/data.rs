@@ -139,10 +139,15 @@ struct Running<'a>(&'a crate::frontend::registry::SessionHandle);
 impl<'a> Running<'a> {
     fn new(
         handle: &'a crate::frontend::registry::SessionHandle,
-        ds: DatasourceId,
+        config: &Arc<crate::config::Config>,
+        datasource: DatasourceId,
         thread: u32,
     ) -> Self {
-        handle.set_running(Some((ds, thread)));
+        handle.set_running(Some(crate::frontend::registry::Running {
+            config: config.clone(),
+            datasource,
+            thread,
+        }));
         Self(handle)
     }
 }
@@ -635,9 +640,10 @@ impl Session {
         binding: Option<&Binding<'_>>,
     ) -> Result<(), ProxyError> {
         let handle = self.handle.clone();
+        let config = self.rt.config.clone();
         let conn = self.connection(piece.datasource).await?;
         // KILL QUERY from another connection reaches this backend thread.
-        let _running = Running::new(&handle, piece.datasource, conn.thread_id());
+        let _running = Running::new(&handle, &config, piece.datasource, conn.thread_id());
         if begin {
             conn.execute(if savepoint {
                 b"SAVEPOINT routekey_statement"

@@ -132,7 +132,7 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
     ) -> Result<(), ProxyError> {
-        self.refresh();
+        self.refresh()?;
         if self.statements.by_id.len() >= MAX_PREPARED_STATEMENTS {
             return Err(ProxyError::client(
                 ER_MAX_PREPARED_STMT_COUNT_REACHED,
@@ -334,7 +334,7 @@ impl Session {
                 "Incorrect arguments to mysqld_stmt_execute",
             )
         })?;
-        self.refresh();
+        self.refresh()?;
         let mut statement = self
             .statements
             .by_id

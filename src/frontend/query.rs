@@ -87,7 +87,7 @@ impl Session {
         sql: &[u8],
         more: bool,
     ) -> Result<(), ProxyError> {
-        self.refresh();
+        self.refresh()?;
         let limit = self
             .rt
             .config
@@ -371,7 +371,7 @@ impl Session {
                 format!("You are not owner of thread {target_id}"),
             ));
         }
-        kill_running_statement(&self.proxy, &target).await?;
+        kill_running_statement(&target).await?;
         if !query_only {
             target.kill();
         }
@@ -382,17 +382,18 @@ impl Session {
 /// Kills the statement `target` runs on a backend now, if any, over a connection of its
 /// own (`KILL QUERY` of the backend thread; never a client-given thread id).
 pub async fn kill_running_statement(
-    proxy: &crate::server::Proxy,
     target: &crate::frontend::registry::SessionHandle,
 ) -> Result<(), ProxyError> {
-    if let Some((ds, thread)) = target.running() {
-        let runtime = proxy.runtime();
-        let datasource = runtime.config.datasource(ds).clone();
+    if let Some(running) = target.running() {
+        // The datasource as the target session knows it: a reload may have renumbered or
+        // removed datasources since its statement began.
+        let (config, ds, thread) = (&running.config, running.datasource, running.thread);
+        let datasource = config.datasource(ds).clone();
         let mut conn = crate::backend::BackendConn::connect(
             &datasource,
             ds,
             false,
-            runtime.config.server.max_packet_size,
+            config.server.max_packet_size,
         )
         .await?;
         // The statement may have ended meanwhile: the thread is then idle and KILL

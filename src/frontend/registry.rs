@@ -10,6 +10,18 @@ use tokio::sync::Notify;
 
 use crate::config::DatasourceId;
 
+/// A statement running on a backend thread: the configuration the session runs under (a
+/// reload may renumber datasources), the datasource and the thread id.
+#[derive(Debug, Clone)]
+pub struct Running {
+    /// The session's configuration.
+    pub config: std::sync::Arc<crate::config::Config>,
+    /// The datasource, in that configuration.
+    pub datasource: DatasourceId,
+    /// The backend's thread (connection) id.
+    pub thread: u32,
+}
+
 /// What other sessions may know of one session.
 #[derive(Debug)]
 pub struct SessionHandle {
@@ -17,7 +29,7 @@ pub struct SessionHandle {
     pub id: u32,
     /// Its MySQL user (a user may kill its own connections only).
     pub user: String,
-    running: Mutex<Option<(DatasourceId, u32)>>,
+    running: Mutex<Option<Running>>,
     killed: AtomicBool,
     draining: AtomicBool,
     wake: Notify,
@@ -25,12 +37,15 @@ pub struct SessionHandle {
 
 impl SessionHandle {
     /// The backend thread running the session's statement now, if any.
-    pub fn running(&self) -> Option<(DatasourceId, u32)> {
-        *self.running.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn running(&self) -> Option<Running> {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Records the backend thread the session's statement runs on (None when done).
-    pub fn set_running(&self, running: Option<(DatasourceId, u32)>) {
+    pub fn set_running(&self, running: Option<Running>) {
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = running;
     }
 

@@ -630,16 +630,35 @@ impl Session {
         self.txn = Transaction::default();
     }
 
-    /// Takes the proxy's current configuration when it changed and the session holds no
-    /// backend connection (a transaction, or pinned session state, finishes under the
-    /// configuration it began with).
-    pub fn refresh(&mut self) {
-        if self.held.is_empty() && !self.pinned {
-            let current = self.proxy.runtime();
-            if current.generation != self.rt.generation {
-                self.rt = current;
-            }
+    /// Takes the proxy's current configuration when it changed. A transaction finishes
+    /// under the configuration it began with. A session whose state lives on backend
+    /// connections of the old configuration (user variables, locks, temporary tables:
+    /// `pinned`) keeps it while the shard map and the datasources are unchanged; when they
+    /// changed it cannot follow (its rows would go to the old shards), so it ends with
+    /// ER_CONNECTION_KILLED and the client reconnects.
+    pub fn refresh(&mut self) -> Result<(), ProxyError> {
+        let current = self.proxy.runtime();
+        if current.generation == self.rt.generation || self.in_transaction() {
+            return Ok(());
         }
+        self.release_idle();
+        if self.held.is_empty() && !self.pinned {
+            self.rt = current;
+            return Ok(());
+        }
+        let (old, new) = (&self.rt.config, &current.config);
+        if old.sharding.shard_map_version == new.sharding.shard_map_version
+            && old.datasources == new.datasources
+        {
+            return Ok(());
+        }
+        let why = "the shard map changed in a configuration reload while this session kept state on its backend connections (user variables, locks, temporary tables); reconnect";
+        self.lost = Some(why.to_owned());
+        Err(ProxyError::client(
+            crate::error::ER_CONNECTION_KILLED,
+            b"70100",
+            format!("Connection was killed: {why}"),
+        ))
     }
 
     /// COM_RESET_CONNECTION: the session starts over (same user, same connection).

@@ -9,37 +9,24 @@ use crate::config::StatementLog;
 use crate::error::ProxyError;
 use crate::sql::lexer::{LexMode, lex};
 
-/// Backend errors whose message quotes a value the client sent: ER_DUP_ENTRY (1062),
-/// ER_DUP_ENTRY_WITH_KEY_NAME (1586), ER_DUP_UNKNOWN_IN_INDEX (1859), data truncated or
-/// too long (1265, 1406), ER_TRUNCATED_WRONG_VALUE (1292), ER_WARN_DATA_OUT_OF_RANGE
-/// (1264), ER_TRUNCATED_WRONG_VALUE_FOR_FIELD (1366), ER_WRONG_VALUE (1525), foreign key
-/// failures that print the row (1451, 1452).
-const ECHOING_CODES: &[u16] = &[
-    1062, 1586, 1859, 1265, 1406, 1292, 1264, 1366, 1525, 1451, 1452,
-];
+/// ER_SIGNAL_EXCEPTION and ER_SIGNAL_WARN: the whole message is the application's text.
+const SIGNAL_CODES: &[u16] = &[1644, 1642];
 
-/// `message` with every single-quoted part replaced by `'?'`.
-pub fn redact(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut inside = false;
-    for c in message.chars() {
-        match (c, inside) {
-            ('\'', false) => {
-                inside = true;
-                out.push_str("'?");
-            }
-            ('\'', true) => {
-                inside = false;
-                out.push('\'');
-            }
-            (_, true) => {}
-            (c, false) => out.push(c),
+/// A backend error message fit for the log: everything from its first single quote to its
+/// last replaced by `'?'` (servers quote the values they echo — duplicate keys, bad values,
+/// the statement near a syntax error — and a value may itself hold quotes, so the quoted
+/// parts cannot be told apart reliably); a `SIGNAL` message entirely.
+pub fn redact(code: u16, message: &str) -> String {
+    if SIGNAL_CODES.contains(&code) {
+        return "(message set by SIGNAL, redacted)".to_owned();
+    }
+    match (message.find('\''), message.rfind('\'')) {
+        (Some(first), Some(last)) if last > first => {
+            format!("{}'?'{}", &message[..first], &message[last + 1..])
         }
+        (Some(first), _) => format!("{}'?", &message[..first]),
+        _ => message.to_owned(),
     }
-    if inside {
-        out.push('\'');
-    }
-    out
 }
 
 /// Logs one statement at debug level (nothing is built when debug is off).
@@ -65,8 +52,9 @@ pub fn log_statement(
         Err(e) => {
             let (code, _, message) = e.to_packet_parts();
             let message = String::from_utf8_lossy(&message).into_owned();
-            let message = if mode == StatementLog::Digest && ECHOING_CODES.contains(&code) {
-                redact(&message)
+            let backend = matches!(e, ProxyError::Backend { .. });
+            let message = if mode == StatementLog::Digest && backend {
+                redact(code, &message)
             } else {
                 message
             };
@@ -82,10 +70,29 @@ mod tests {
     #[test]
     fn quoted_values_are_redacted() {
         assert_eq!(
-            redact("Duplicate entry 'ann@example.com' for key 'buyer_email'"),
-            "Duplicate entry '?' for key '?'"
+            redact(
+                1062,
+                "Duplicate entry 'ann@example.com' for key 'buyer_email'"
+            ),
+            "Duplicate entry '?'"
         );
-        assert_eq!(redact("no quotes"), "no quotes");
-        assert_eq!(redact("open 'quote"), "open '?'");
+        // A value holding quotes does not leak its middle.
+        assert_eq!(
+            redact(1062, "Duplicate entry 'it's SECRET o'k' for key 'PRIMARY'"),
+            "Duplicate entry '?'"
+        );
+        assert_eq!(
+            redact(
+                1064,
+                "You have an error in your SQL syntax; check the manual ... near 'AND note='SECRET'' at line 1"
+            ),
+            "You have an error in your SQL syntax; check the manual ... near '?' at line 1"
+        );
+        assert_eq!(
+            redact(1644, "card 4111 declined"),
+            "(message set by SIGNAL, redacted)"
+        );
+        assert_eq!(redact(1146, "no quotes"), "no quotes");
+        assert_eq!(redact(1366, "open 'quote"), "open '?");
     }
 }

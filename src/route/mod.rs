@@ -99,6 +99,12 @@ impl<I: IndexTable> Router<I> {
         }
     }
 
+    /// This router counting into `stats` (kept across reloads).
+    pub fn with_stats(mut self, stats: Arc<RouteStats>) -> Self {
+        self.stats = stats;
+        self
+    }
+
     /// The router of a reloaded configuration: it keeps this router's counters and its
     /// cache of index answers, whose keys carry the shard map version, so a changed shard
     /// map starts from an empty cache.

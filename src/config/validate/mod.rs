@@ -57,6 +57,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         .enumerate()
         .map(|(i, u)| {
             let what = format!("users[{i}] ({})", u.name);
+            let from_outside = u.password.is_none();
             let password = secret(&c, &what, &u.password, &u.password_env, &u.password_file)?
                 .ok_or_else(|| {
                     c.err(
@@ -66,6 +67,14 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
                         ),
                     )
                 })?;
+            if from_outside && password.is_empty() {
+                // An empty Secret or variable is a deployment mistake, not a wish for an
+                // account without a password.
+                return Err(c.err(
+                    None,
+                    format!("{what}: the password from password_env/password_file is empty"),
+                ));
+            }
             Ok(User {
                 name: u.name.clone(),
                 password,
