@@ -231,14 +231,6 @@ struct ProxyProcess {
     admin: std::net::SocketAddr,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl ProxyProcess {
     async fn start(config_path: &std::path::Path, log: &std::path::Path) -> Self {
         let (mysql, admin) = (free_port(), free_port());

@@ -342,20 +342,7 @@ impl Session {
             .ok_or_else(|| unknown(id, "mysqld_stmt_execute"))?;
         let started = std::time::Instant::now();
         let result = self.execute_with(client, &mut statement, payload).await;
-        let kind = crate::metrics::statement_kind(&statement.sql);
-        self.proxy
-            .metrics
-            .count_statement(kind, result.is_ok(), started);
-        let log = self.rt.config.log.statements;
-        super::statement_log::log_statement(
-            self.id,
-            log,
-            self.lex_mode,
-            &statement.sql,
-            kind,
-            &result,
-            started,
-        );
+        self.statement_done(&statement.sql, &result, started);
         // Long data is consumed by the execution, whatever its outcome.
         statement.clear_long_data();
         self.statements.by_id.insert(id, statement);

@@ -43,20 +43,7 @@ impl Session {
             let started = std::time::Instant::now();
             let sql = &text[range];
             let result = self.bounded_statement(client, sql, i < last).await;
-            let kind = crate::metrics::statement_kind(sql);
-            self.proxy
-                .metrics
-                .count_statement(kind, result.is_ok(), started);
-            let log = self.rt.config.log.statements;
-            super::statement_log::log_statement(
-                self.id,
-                log,
-                self.lex_mode,
-                sql,
-                kind,
-                &result,
-                started,
-            );
+            self.statement_done(sql, &result, started);
             if let Err(e) = result {
                 if let ProxyError::ClientGone(_) = e {
                     return Err(e);

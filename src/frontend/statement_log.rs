@@ -29,6 +29,23 @@ pub fn redact(code: u16, message: &str) -> String {
     }
 }
 
+impl super::session::Session {
+    /// Counts a client statement that began at `started` in the metrics, and logs it.
+    pub(super) fn statement_done(
+        &self,
+        sql: &[u8],
+        result: &Result<(), ProxyError>,
+        started: Instant,
+    ) {
+        let kind = crate::metrics::statement_kind(sql);
+        self.proxy
+            .metrics
+            .count_statement(kind, result.is_ok(), started);
+        let log = self.rt.config.log.statements;
+        log_statement(self.id, log, self.lex_mode, sql, kind, result, started);
+    }
+}
+
 /// Logs one statement at debug level (nothing is built when debug is off).
 pub fn log_statement(
     connection: u32,

@@ -159,6 +159,15 @@ pub async fn backend(ds: usize) -> Conn {
     })
 }
 
+/// A TCP port free on 127.0.0.1 now (for a proxy process a test starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Panics with a clear message when the sandbox is not up.
 pub async fn check_sandbox() {
     for ds in 0..2 {
