@@ -139,14 +139,22 @@ init_datadir() {
     [[ -f "$datadir/.initialized" ]] && return 0
     # A half-initialised dir from an interrupted run: start over (never if a server uses it).
     [[ -z "$(server_pid "$name")" ]] || die "$name: server running on an uninitialised data dir $datadir"
-    rm -rf -- "$datadir"
-    mkdir -p "$datadir"
-    log "$name: initialising data dir $datadir"
-    if ! mariadb-install-db --no-defaults --datadir="$datadir" --user=root \
-            --auth-root-authentication-method=normal >"$datadir/install.log" 2>&1; then
+    # Temporary files go to a directory of this server's own, not the shared /tmp (another
+    # sandbox or a /tmp cleaner must not take them away mid-install).
+    local tmpdir="$datadir-tmp" attempt
+    for attempt in 1 2; do
+        rm -rf -- "$datadir" "$tmpdir"
+        mkdir -p "$datadir" "$tmpdir"
+        log "$name: initialising data dir $datadir"
+        if mariadb-install-db --no-defaults --datadir="$datadir" --user=root \
+                --auth-root-authentication-method=normal --tmpdir="$tmpdir" \
+                >"$datadir/install.log" 2>&1; then
+            break
+        fi
         tail -n 30 "$datadir/install.log" >&2 || true
-        die "$name: mariadb-install-db failed (log: $datadir/install.log)"
-    fi
+        (( attempt == 1 )) || die "$name: mariadb-install-db failed (log: $datadir/install.log)"
+        log "$name: mariadb-install-db failed; trying once more"
+    done
     touch "$datadir/.initialized"
 }
 
@@ -180,7 +188,8 @@ start_server() {
                 exec {fd}>&-   # no redirection here: "exec 2>..." would be permanent
             fi
         done
-        exec setsid mariadbd --no-defaults --datadir="$datadir" --port="$port" \
+        mkdir -p "$datadir-tmp"
+        exec setsid mariadbd --no-defaults --datadir="$datadir" --tmpdir="$datadir-tmp" --port="$port" \
             --socket="$sock" --user=root --bind-address=127.0.0.1 --skip-log-bin \
             --pid-file="$pidfile" --innodb-buffer-pool-size=128M --max-connections=500 \
             --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci
