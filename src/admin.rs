@@ -5,8 +5,8 @@
 //! - `GET /healthz`: 200 while the process serves.
 //! - `GET /readyz`: 200 when the configuration is loaded, the MySQL listener is bound (the
 //!   admin port starts after it) and every datasource answers a ping on a pooled connection
-//!   (a pool whose connections are all in use counts as answering: busy is not down); 503
-//!   with the reason otherwise, and from the start of a drain.
+//!   (when every pooled connection is in use, on a connection of its own: busy is not down,
+//!   but a hung server is); 503 with the reason otherwise, and from the start of a drain.
 //! - `POST /quitquitquit`: starts a drain, as SIGTERM does; loopback callers only (403
 //!   otherwise), since the port may listen on the pod address for probes.
 //! - `POST /v1/order-ids` with `{"region": "GB", "count": 3}` (both optional: no region
@@ -248,11 +248,15 @@ async fn ready(State(proxy): State<Arc<Proxy>>) -> Reply {
             let runtime = runtime.clone();
             async move {
                 let id = crate::config::DatasourceId(i as u16);
-                if runtime.pools.saturated(id) {
-                    // Busy, not down: every connection serves a statement.
-                    return Ok(());
-                }
                 let check = async {
+                    if runtime.pools.saturated(id) {
+                        // Every pooled connection serves a statement: busy is not down, but
+                        // a hung server looks busy too, so ask it on a connection of its own.
+                        let max_packet = runtime.config.server.max_packet_size;
+                        let mut conn =
+                            crate::backend::BackendConn::connect(ds, id, false, max_packet).await?;
+                        return conn.ping(READY_CHECK_TIMEOUT).await;
+                    }
                     let mut conn = runtime.pools.get(id, false).await?;
                     conn.ping(READY_CHECK_TIMEOUT).await
                 };

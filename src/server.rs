@@ -82,6 +82,13 @@ impl Runtime {
     }
 }
 
+/// Whether two datasource definitions reach the same server as the same account and
+/// database (pool sizes and timeouts aside).
+pub fn same_server(a: &crate::config::Datasource, b: &crate::config::Datasource) -> bool {
+    (&a.name, &a.address, &a.user, &a.password, &a.database)
+        == (&b.name, &b.address, &b.user, &b.password, &b.database)
+}
+
 /// State shared by every session of one proxy process.
 pub struct Proxy {
     /// The configuration in force and what it built (swapped by [`Proxy::reload`]).
@@ -163,8 +170,10 @@ impl Proxy {
             || a.legacy != b.legacy
             || a.legacy_machine_base != b.legacy_machine_base
             || config.index.database != first.index.database
-            || config.datasource(config.index.datasource)
-                != first.datasource(first.index.datasource)
+            || !same_server(
+                config.datasource(config.index.datasource),
+                first.datasource(first.index.datasource),
+            )
         {
             // The lease store keeps its connection settings: a lease taken on another
             // server (or database) would not exclude the holders of this one.

@@ -409,6 +409,10 @@ async fn a_reload_that_changes_what_needs_a_restart_is_refused() {
     let e = h.proxy.reload(changed).unwrap_err();
     assert!(e.contains("meta"), "{e}");
     assert_eq!(h.proxy.runtime().generation, 1);
+    // Its pool size is not where the leases live: that reloads.
+    let mut changed = config();
+    changed.datasources[usize::from(meta.0)].pool_size = 4;
+    assert_eq!(h.proxy.reload(changed).unwrap(), 2);
     // New cache settings: a new cache, the same counters (they never go back).
     let mut changed = config();
     changed.cache.negative_ttl += Duration::from_secs(1);
@@ -445,7 +449,10 @@ async fn a_session_pinned_to_old_backend_state_ends_when_the_shard_map_changes()
     // The pinned session cannot follow the new map: it ends, and says why.
     let (code, _, message) = server_error(pinned.query_drop("SELECT 1").await);
     assert_eq!(code, 1927, "{message}");
-    assert!(message.contains("shard map changed"), "{message}");
+    assert!(
+        message.contains("shard map or the datasources changed"),
+        "{message}"
+    );
     assert!(pinned.query_drop("SELECT 1").await.is_err(), "closed");
     // Other sessions follow it: an EU id now routes to the old GLOBAL shards.
     let id = fresh_new_id(5);

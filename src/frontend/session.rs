@@ -647,12 +647,16 @@ impl Session {
             return Ok(());
         }
         let (old, new) = (&self.rt.config, &current.config);
-        if old.sharding.shard_map_version == new.sharding.shard_map_version
-            && old.datasources == new.datasources
-        {
+        let same_servers = old.datasources.len() == new.datasources.len()
+            && old
+                .datasources
+                .iter()
+                .zip(&new.datasources)
+                .all(|(a, b)| crate::server::same_server(a, b));
+        if old.sharding.shard_map_version == new.sharding.shard_map_version && same_servers {
             return Ok(());
         }
-        let why = "the shard map changed in a configuration reload while this session kept state on its backend connections (user variables, locks, temporary tables); reconnect";
+        let why = "the shard map or the datasources changed in a configuration reload while this session kept state on its backend connections (user variables, locks, temporary tables); reconnect";
         self.lost = Some(why.to_owned());
         Err(ProxyError::client(
             crate::error::ER_CONNECTION_KILLED,

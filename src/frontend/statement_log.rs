@@ -12,15 +12,25 @@ use crate::sql::lexer::{LexMode, lex};
 /// ER_SIGNAL_EXCEPTION and ER_SIGNAL_WARN: the whole message is the application's text.
 const SIGNAL_CODES: &[u16] = &[1644, 1642];
 
-/// A backend error message fit for the log: everything from its first single quote to its
-/// last replaced by `'?'` (servers quote the values they echo — duplicate keys, bad values,
-/// the statement near a syntax error — and a value may itself hold quotes, so the quoted
-/// parts cannot be told apart reliably); a `SIGNAL` message entirely.
+/// An error message fit for the log: everything from its first single quote to its last
+/// replaced by `'?'` (servers and the proxy quote the values they echo — duplicate keys,
+/// bad values, the statement near a syntax error — and a value may itself hold quotes, so
+/// the quoted parts cannot be told apart reliably); an apostrophe between two letters
+/// ("doesn't") is not a quote; a `SIGNAL` message is replaced entirely.
 pub fn redact(code: u16, message: &str) -> String {
     if SIGNAL_CODES.contains(&code) {
         return "(message set by SIGNAL, redacted)".to_owned();
     }
-    match (message.find('\''), message.rfind('\'')) {
+    let bytes = message.as_bytes();
+    let quote = |i: usize| {
+        bytes[i] == b'\''
+            && !(i > 0
+                && bytes[i - 1].is_ascii_alphabetic()
+                && bytes.get(i + 1).is_some_and(u8::is_ascii_alphabetic))
+    };
+    let first = (0..bytes.len()).find(|&i| quote(i));
+    let last = (0..bytes.len()).rev().find(|&i| quote(i));
+    match (first, last) {
         (Some(first), Some(last)) if last > first => {
             format!("{}'?'{}", &message[..first], &message[last + 1..])
         }
@@ -69,8 +79,7 @@ pub fn log_statement(
         Err(e) => {
             let (code, _, message) = e.to_packet_parts();
             let message = String::from_utf8_lossy(&message).into_owned();
-            let backend = matches!(e, ProxyError::Backend { .. });
-            let message = if mode == StatementLog::Digest && backend {
+            let message = if mode == StatementLog::Digest {
                 redact(code, &message)
             } else {
                 message
@@ -110,6 +119,17 @@ mod tests {
             "(message set by SIGNAL, redacted)"
         );
         assert_eq!(redact(1146, "no quotes"), "no quotes");
+        assert_eq!(
+            redact(1146, "Table 'orders.t_x' doesn't exist"),
+            "Table '?' doesn't exist"
+        );
+        assert_eq!(
+            redact(
+                1292,
+                "Truncated incorrect DECIMAL value: 'SECRET' (order_id must be a decimal integer)"
+            ),
+            "Truncated incorrect DECIMAL value: '?' (order_id must be a decimal integer)"
+        );
         assert_eq!(redact(1366, "open 'quote"), "open '?");
     }
 }
