@@ -70,7 +70,7 @@ pub struct Config {
     pub admin: Admin,
     /// What the logs say of statements.
     pub log: LogConfig,
-    /// Keys set by `ROUTEKEY_...` environment overrides ([`env`]), dotted; empty when none.
+    /// Keys set by `ROUTEKEY_...` environment overrides ([`mod@env`]), dotted; empty when none.
     pub overrides: Vec<String>,
 }
 
@@ -287,7 +287,7 @@ impl Config {
     }
 
     /// [`Config::load`] with these environment variables: `ROUTEKEY_..__..` overrides are
-    /// applied to the file's text before it is validated ([`env`]).
+    /// applied to the file's text before it is validated ([`mod@env`]).
     pub fn load_with_env(
         path: &Path,
         vars: impl IntoIterator<Item = (String, String)>,

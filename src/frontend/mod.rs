@@ -1,6 +1,6 @@
 //! The client side: one session per connection. [`handshake`] authenticates; the command
 //! loop here reads one command at a time (so pipelined commands are answered in order) and
-//! hands it to the session; [`query`] is the table of contents of statement handling.
+//! hands it to the session; `query` is the table of contents of statement handling.
 
 pub mod client;
 mod data;

@@ -102,7 +102,7 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
     })
 }
 
-/// Statements with more operators than this are not parsed (see [`analyze`]).
+/// Statements with more operators than this are not parsed (see [`analyze()`]).
 pub const MAX_OPERATORS: usize = 5000;
 
 fn is_operator(sql: &[u8], t: &super::lexer::Token) -> bool {
