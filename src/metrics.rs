@@ -310,12 +310,12 @@ pub fn render(proxy: &Proxy) -> String {
         }
         r.register(
             "cache_redis_requests",
-            "Shared cache tier (Redis) lookups and failed writes, by result; skipped: Redis was failing and is left alone for cache.redis_retry_after (since the last reload)",
+            "Shared cache tier (Redis) lookups and failed writes, by result; skipped: Redis was failing and is left alone for cache.redis_retry_after",
             redis,
         );
         r.register(
             "cache_redis_writes",
-            "Answers written to the shared cache tier (since the last reload)",
+            "Answers written to the shared cache tier",
             counter(counts.writes),
         );
     }

@@ -68,7 +68,7 @@ impl Runtime {
         let router = match previous {
             Some(p) if p.config.cache == config.cache => p.router.succeed(config.clone(), index),
             // New cache settings: a new cache, the same counters.
-            Some(p) => Router::new(config.clone(), index).with_stats(p.router.stats().clone()),
+            Some(p) => Router::new(config.clone(), index).counting_into(&p.router),
             None => Router::new(config.clone(), index),
         };
         Self {

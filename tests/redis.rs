@@ -171,6 +171,16 @@ async fn a_redis_value_naming_an_unknown_channel_is_ignored_and_replaced() {
         redis.wait_for(&k, "CN_CHANNEL").await.as_deref(),
         Some("CN_CHANNEL")
     );
+    // A reload (here with a new cache ttl: a new in-process cache) keeps the counters.
+    let before = redis_counts(&h);
+    let mut reloaded = config_with(&redis);
+    reloaded.cache.negative_ttl += Duration::from_secs(1);
+    h.proxy.reload(reloaded).unwrap();
+    let after = redis_counts(&h);
+    assert_eq!(
+        (after.hit, after.miss, after.error, after.writes),
+        (before.hit, before.miss, before.error, before.writes)
+    );
     drop(c);
     h.stop().await;
 }

@@ -279,10 +279,23 @@ pub struct RedisTier {
 impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        // Variables that are not UTF-8 cannot be overrides (their names start with ASCII
-        // `ROUTEKEY_`); they are skipped rather than fail the load.
-        let vars = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        // Other variables that are not UTF-8 are no concern of ours; an override whose value
+        // is not UTF-8 is an error, not silently left out.
+        let mut vars = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            let Ok(k) = k.into_string() else { continue };
+            match v.into_string() {
+                Ok(v) => vars.push((k, v)),
+                Err(_) if k.starts_with(env::PREFIX) && k.contains("__") => {
+                    return Err(ConfigError {
+                        origin: path.display().to_string(),
+                        line: None,
+                        message: format!("environment override {k}: the value is not UTF-8"),
+                    });
+                }
+                Err(_) => {}
+            }
+        }
         Self::load_with_env(path, vars)
     }
 

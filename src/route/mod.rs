@@ -99,9 +99,13 @@ impl<I: IndexTable> Router<I> {
         }
     }
 
-    /// This router counting into `stats` (kept across reloads).
-    pub fn with_stats(mut self, stats: Arc<RouteStats>) -> Self {
-        self.stats = stats;
+    /// This router counting into `previous`'s counters (kept across reloads): route
+    /// resolutions and the shared tier's.
+    pub fn counting_into(mut self, previous: &Self) -> Self {
+        self.stats = previous.stats.clone();
+        if let (Some(shared), Some(old)) = (&self.shared, &previous.shared) {
+            self.shared = SharedCache::counting_into(shared.config(), old.shared_stats());
+        }
         self
     }
 
@@ -112,7 +116,12 @@ impl<I: IndexTable> Router<I> {
         let decoder = RouteKeyDecoder::for_config(&config);
         Self {
             cache: self.cache.for_config(&config),
-            shared: SharedCache::new(config.clone()),
+            shared: match &self.shared {
+                Some(previous) => {
+                    SharedCache::counting_into(config.clone(), previous.shared_stats())
+                }
+                None => SharedCache::new(config.clone()),
+            },
             config,
             decoder,
             index,

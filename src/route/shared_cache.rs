@@ -99,13 +99,19 @@ struct Inner {
     /// The last call failed (for logging the change only).
     down: AtomicBool,
     writes_in_flight: AtomicUsize,
-    stats: SharedCacheStats,
+    stats: Arc<SharedCacheStats>,
 }
 
 impl SharedCache {
     /// The tier `config.cache.redis` describes; `None` when none is configured. Opens no
     /// connection.
     pub fn new(config: Arc<Config>) -> Option<Self> {
+        Self::counting_into(config, Arc::default())
+    }
+
+    /// [`SharedCache::new`] for a reloaded configuration, counting into the previous tier's
+    /// counters (they never go back).
+    pub fn counting_into(config: Arc<Config>, stats: Arc<SharedCacheStats>) -> Option<Self> {
         let tier = config.cache.redis.clone()?;
         Some(Self {
             inner: Arc::new(Inner {
@@ -116,7 +122,7 @@ impl SharedCache {
                 skip_until_ms: AtomicU64::new(0),
                 down: AtomicBool::new(false),
                 writes_in_flight: AtomicUsize::new(0),
-                stats: SharedCacheStats::default(),
+                stats,
             }),
         })
     }
@@ -124,6 +130,16 @@ impl SharedCache {
     /// Its counters.
     pub fn stats(&self) -> &SharedCacheStats {
         &self.inner.stats
+    }
+
+    /// The configuration it was built for.
+    pub fn config(&self) -> Arc<Config> {
+        self.inner.config.clone()
+    }
+
+    /// Its counters, to share with the tier of a reloaded configuration.
+    pub fn shared_stats(&self) -> Arc<SharedCacheStats> {
+        self.inner.stats.clone()
     }
 
     /// The channel Redis holds for `order_id`. Never waits longer than `cache.redis_timeout`;
