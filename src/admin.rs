@@ -79,7 +79,11 @@ pub const READY_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_m
 /// long for its next request).
 pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Time a request has, from its headers to its answer, body included.
+/// Largest `/v1/order-ids` request body, in bytes.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// Time a probe, `/metrics` or `/quitquitquit` request has from its headers to its answer,
+/// and an id request for its body.
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Serves the admin port until `shutdown` completes.
@@ -88,13 +92,18 @@ pub async fn serve(
     proxy: Arc<Proxy>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = Router::new()
-        .route("/v1/order-ids", post(order_ids))
+    // Probes and metrics answer at once: their whole request is bounded. An id request
+    // may wait for a worker id lease (up to a lease time after the lease rows were first
+    // created): only its body is bounded.
+    let bounded_routes = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .route("/quitquitquit", post(quit))
-        .layer(axum::middleware::from_fn(bounded))
+        .layer(axum::middleware::from_fn(bounded));
+    let app = Router::new()
+        .route("/v1/order-ids", post(order_ids))
+        .merge(bounded_routes)
         .with_state(proxy);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut connections = tokio::task::JoinSet::new();
@@ -180,8 +189,24 @@ async fn quit(
 async fn order_ids(
     State(proxy): State<Arc<Proxy>>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<Json<IdResponse>, Reply> {
+    let body =
+        match tokio::time::timeout(REQUEST_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(e)) => {
+                return Err(error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("request body: {e} (at most {MAX_BODY} bytes)"),
+                ));
+            }
+            Err(_) => {
+                return Err(error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("request body not complete within {REQUEST_TIMEOUT:?}"),
+                ));
+            }
+        };
     // Any content type (curl -d sends a form's): the body is JSON, or empty for one id
     // without a region.
     let request: IdRequest = if body.iter().all(u8::is_ascii_whitespace) {

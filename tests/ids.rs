@@ -423,3 +423,31 @@ async fn prepared_inserts_without_order_id_bind_the_issued_ids_to_one_backend_st
     h.stop().await;
     drop(cleanup);
 }
+
+#[tokio::test]
+async fn an_http_id_request_may_wait_for_new_lease_rows_to_settle() {
+    // Lease rows created now are usable a lease time and its grace later (7.2 s here): the
+    // first request waits for them rather than timing out.
+    let mut config = lease_config("settle_http");
+    config.issuance.lease_ttl = std::time::Duration::from_secs(6);
+    drop_lease_table(&config).await;
+    let h = Harness::start_with(config.clone()).await;
+    let started = std::time::Instant::now();
+    let reply = reqwest::Client::new()
+        .post(format!("http://{}/v1/order-ids", h.admin))
+        .body(r#"{"region": "GB"}"#)
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status().as_u16();
+    let body: serde_json::Value = reply.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ids"].as_array().map(Vec::len), Some(1), "{body}");
+    assert!(
+        started.elapsed() > std::time::Duration::from_secs(5),
+        "waited for the rows to settle: {:?}",
+        started.elapsed()
+    );
+    h.stop().await;
+    drop_lease_table(&config).await;
+}
