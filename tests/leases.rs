@@ -375,7 +375,10 @@ async fn ids_from_four_proxy_processes_and_32_clients_are_unique_and_carry_their
                             .json()
                             .await
                             .unwrap();
-                        for id in reply["ids"].as_array().expect("ids") {
+                        for id in reply["ids"]
+                            .as_array()
+                            .unwrap_or_else(|| panic!("no ids: {reply}"))
+                        {
                             got.push((id.as_str().unwrap().parse().unwrap(), region));
                         }
                     }
