@@ -224,6 +224,42 @@ async fn the_clock_stepping_back_is_waited_out_within_tolerance_and_refused_beyo
     drop_lease_table(&config).await;
 }
 
+/// A clock whose next `stale` readings are 50 ms old: what a task sees when it was
+/// descheduled between reading the clock and asking the generator, while others went on.
+struct StaleOnceClock(std::sync::atomic::AtomicU32);
+
+impl Clock for StaleOnceClock {
+    fn now_ms(&self) -> u64 {
+        let stale = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if stale { now_ms() - 50 } else { now_ms() }
+    }
+}
+
+#[tokio::test]
+async fn a_stale_clock_reading_is_read_again_not_refused() {
+    let config = Arc::new(lease_config("stale"));
+    drop_lease_table(&config).await;
+    let clock = Arc::new(StaleOnceClock(Default::default()));
+    let issuer = Issuer::new(config.clone(), clock.clone());
+    let eu = config.channel_by_name("EU_CHANNEL");
+    let mut ids = issuer.issue(eu, &caller(), 10).await.unwrap();
+    // The issue loop's first reading 50 ms behind the last id (tolerance 5 ms; the first
+    // stale reading goes to the lease check), then fresh ones.
+    clock.0.store(2, Ordering::SeqCst);
+    ids.extend(issuer.issue(eu, &caller(), 10).await.unwrap());
+    assert_eq!(issuer.stats().clock_refusals.load(Ordering::Relaxed), 0);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    // Readings that stay behind are refused.
+    clock.0.store(100, Ordering::SeqCst);
+    let e = issuer.issue(eu, &caller(), 1).await.unwrap_err();
+    assert!(e.to_string().contains("clock went back"), "{e}");
+    issuer.release().await;
+    drop_lease_table(&config).await;
+}
+
 /// A proxy process started from the built binary, stopped (SIGTERM) when dropped.
 struct ProxyProcess {
     child: std::process::Child,

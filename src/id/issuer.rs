@@ -66,6 +66,10 @@ pub struct Caller<'a> {
     pub program: Option<&'a str>,
 }
 
+/// Times an issue call reads the clock again when its reading is behind the generator's
+/// last id by more than the tolerance, before it refuses (see [`Issuer::issue`]).
+const STALE_READING_RETRIES: u32 = 3;
+
 /// Callers without a region are kept by name up to this many; the rest count as `other`.
 const MAX_CALLERS: usize = 1000;
 
@@ -277,6 +281,7 @@ impl Issuer {
         let _in_flight = InFlight::enter(&active.in_flight);
         let mut ids = Vec::with_capacity(count);
         let mut waited_for_clock = false;
+        let mut fresh_readings = 0;
         while ids.len() < count {
             let now = self.clock.now_ms();
             if !active.usable(now) {
@@ -291,6 +296,13 @@ impl Issuer {
                         self.stats.clock_waits.fetch_add(1, Ordering::Relaxed);
                     }
                     tokio::time::sleep(Duration::from_millis(t.saturating_sub(now).max(1))).await;
+                }
+                // A task descheduled between reading the clock and asking holds a reading
+                // that tasks on other threads have moved past: under load that looks like
+                // the clock going back. Only fresh readings that are still behind refuse.
+                Err(IssueError::ClockWentBack { .. }) if fresh_readings < STALE_READING_RETRIES => {
+                    fresh_readings += 1;
+                    tokio::task::yield_now().await;
                 }
                 Err(e) => {
                     self.stats.clock_refusals.fetch_add(1, Ordering::Relaxed);
