@@ -77,3 +77,67 @@ pub(super) fn cache(c: &Checker, raw: &RawConfig) -> Result<CacheConfig, ConfigE
         redis,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    const DEMO: &str = include_str!("../../../config/demo.toml");
+
+    fn with(from: &str, to: &str) -> String {
+        assert!(DEMO.contains(from), "demo.toml lacks {from:?}");
+        DEMO.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn passwords_come_from_the_file_an_environment_variable_or_a_secret_file() {
+        let dir = std::env::temp_dir().join(format!("routekey-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ds1-password");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let text = with(
+            "name = \"app\"\npassword = \"app\"",
+            "name = \"app\"\npassword_env = \"PATH\"",
+        )
+        .replacen(
+            "address = \"127.0.0.1:33062\"\nuser = \"root\"\npassword = \"\"",
+            &format!(
+                "address = \"127.0.0.1:33062\"\nuser = \"root\"\npassword_file = \"{}\"",
+                file.display()
+            ),
+            1,
+        );
+        let config = Config::from_toml(&text, "t.toml").unwrap();
+        assert_eq!(config.users[0].password, std::env::var("PATH").unwrap());
+        assert_eq!(
+            config.datasources[1].password, "s3cret",
+            "one newline dropped"
+        );
+        for (from, to, message) in [
+            (
+                "password = \"app\"",
+                "password_env = \"ROUTEKEY_TEST_NOT_SET_ANYWHERE\"",
+                "ROUTEKEY_TEST_NOT_SET_ANYWHERE is not set",
+            ),
+            (
+                "password = \"app\"",
+                "password_file = \"/nonexistent/secret\"",
+                "cannot read /nonexistent/secret",
+            ),
+            (
+                "password = \"app\"",
+                "password = \"app\"\npassword_env = \"PATH\"",
+                "only one of",
+            ),
+            (
+                "password = \"app\"",
+                "",
+                "one of password, password_env or password_file",
+            ),
+        ] {
+            let e = Config::from_toml(&with(from, to), "t.toml").unwrap_err();
+            assert!(e.message.contains(message), "{}", e.message);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
