@@ -36,28 +36,6 @@ pub fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
 }
 
-/// Observes the time from its creation to its drop into a histogram (seconds).
-pub struct Timer<'a> {
-    histogram: &'a Histogram,
-    started: Instant,
-}
-
-impl<'a> Timer<'a> {
-    /// Starts timing.
-    pub fn new(histogram: &'a Histogram) -> Self {
-        Self {
-            histogram,
-            started: Instant::now(),
-        }
-    }
-}
-
-impl Drop for Timer<'_> {
-    fn drop(&mut self) {
-        self.histogram.observe(self.started.elapsed().as_secs_f64());
-    }
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatementLabels {
     kind: &'static str,
@@ -220,14 +198,6 @@ impl Metrics {
     /// Whether a drain started.
     pub fn draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
-    }
-
-    /// Statements counted so far of this kind and outcome.
-    pub fn statements(&self, kind: &'static str, ok: bool) -> u64 {
-        let outcome = if ok { "ok" } else { "error" };
-        self.statements
-            .get(&StatementLabels { kind, outcome })
-            .map_or(0, |c| c.get())
     }
 }
 

@@ -139,6 +139,12 @@ impl Proxy {
         self.runtime.load_full()
     }
 
+    /// The generation of the configuration in force (no reference count taken: sessions
+    /// ask at every statement).
+    pub fn generation(&self) -> u64 {
+        self.runtime.load().generation
+    }
+
     /// Puts a new, validated configuration in force. Refused (and nothing changes) when it
     /// changes what only a restart can: the listen addresses, the id layout, the lease
     /// settings. Counted in `routekey_config_reloads_total` either way. Sessions pick the

@@ -153,32 +153,7 @@ impl Session {
     /// `SHOW ROUTEKEY CALLERS`: callers that asked for ids without a region, most first
     /// (MySQL user and `program_name`, or `http/` and the User-Agent).
     pub fn show_callers(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
-        let charset = self.result_charset();
         let callers = self.proxy.issuer.stats().top_callers(100);
-        let columns = [
-            ColumnSpec {
-                name: "Caller",
-                column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
-                flags: ColumnFlags::NOT_NULL_FLAG,
-                charset: charset.0,
-                length: 256 * charset.1,
-                decimals: 39,
-            },
-            ColumnSpec {
-                name: "Ids_without_region",
-                column_type: ColumnType::MYSQL_TYPE_LONGLONG,
-                flags: ColumnFlags::NOT_NULL_FLAG
-                    | ColumnFlags::UNSIGNED_FLAG
-                    | ColumnFlags::BINARY_FLAG,
-                charset: 63,
-                length: 20,
-                decimals: 0,
-            },
-        ];
-        let rows: Vec<Vec<Option<Vec<u8>>>> = callers
-            .into_iter()
-            .map(|(k, v)| vec![Some(k.into_bytes()), Some(v.to_string().into_bytes())])
-            .collect();
-        client.result_set(&columns, &rows, ("", ""), self.final_status(more))
+        self.name_count_result(client, ("Caller", 256), "Ids_without_region", callers, more)
     }
 }

@@ -637,10 +637,10 @@ impl Session {
     /// changed it cannot follow (its rows would go to the old shards), so it ends with
     /// ER_CONNECTION_KILLED and the client reconnects.
     pub fn refresh(&mut self) -> Result<(), ProxyError> {
-        let current = self.proxy.runtime();
-        if current.generation == self.rt.generation || self.in_transaction() {
+        if self.proxy.generation() == self.rt.generation || self.in_transaction() {
             return Ok(());
         }
+        let current = self.proxy.runtime();
         self.release_idle();
         if self.held.is_empty() && !self.pinned {
             self.rt = current;

@@ -159,11 +159,22 @@ impl Session {
             "id_leases_refused_full".to_owned(),
             load(&issued.lease_full),
         ));
-        let charset = self.result_charset();
+        self.name_count_result(client, ("Counter", 64), "Value", rows, more)
+    }
+
+    /// A result of (name, unsigned count) rows: `SHOW ROUTEKEY STATS`, `... CALLERS`.
+    pub(super) fn name_count_result(
+        &self,
+        client: &mut Client,
+        (name, chars): (&str, u32),
+        count: &str,
+        rows: Vec<(String, u64)>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
         let columns = [
-            varchar("Counter", 64, charset),
+            varchar(name, chars, self.result_charset()),
             ColumnSpec {
-                name: "Value",
+                name: count,
                 column_type: ColumnType::MYSQL_TYPE_LONGLONG,
                 flags: ColumnFlags::NOT_NULL_FLAG
                     | ColumnFlags::UNSIGNED_FLAG

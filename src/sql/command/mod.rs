@@ -329,6 +329,20 @@ fn next_order_id(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
     Command::NextOrderId { region, column }
 }
 
+/// Objects whose CREATE/DROP/ALTER/RENAME is administration (accounts, databases, stored
+/// programs), not data.
+const ADMIN_OBJECTS: [&str; 9] = [
+    "user",
+    "role",
+    "server",
+    "database",
+    "schema",
+    "procedure",
+    "function",
+    "trigger",
+    "event",
+];
+
 /// Statements that manage accounts, privileges, databases, replication, files on the
 /// server or the server itself.
 fn administrative(sql: &[u8], tokens: &[Token], words: &[String]) -> Option<String> {
@@ -351,20 +365,7 @@ fn administrative(sql: &[u8], tokens: &[Token], words: &[String]) -> Option<Stri
         ("load", "data" | "xml" | "index") => Some(label(2)),
         ("set", "password" | "role" | "default") => Some(label(2)),
         ("create" | "drop" | "alter" | "rename", _) => object_type(sql, tokens)
-            .filter(|o| {
-                [
-                    "user",
-                    "role",
-                    "server",
-                    "database",
-                    "schema",
-                    "procedure",
-                    "function",
-                    "trigger",
-                    "event",
-                ]
-                .contains(&o.as_str())
-            })
+            .filter(|o| ADMIN_OBJECTS.contains(&o.as_str()))
             .map(|o| format!("{} {}", w(0).to_ascii_uppercase(), o.to_ascii_uppercase())),
         _ => None,
     };
@@ -404,17 +405,6 @@ fn object_type(sql: &[u8], tokens: &[Token]) -> Option<String> {
         "offline",
         "ignore",
     ];
-    const OBJECTS: [&str; 9] = [
-        "user",
-        "role",
-        "server",
-        "database",
-        "schema",
-        "procedure",
-        "function",
-        "trigger",
-        "event",
-    ];
     const STOPS: [&str; 8] = [
         "table",
         "index",
@@ -433,7 +423,7 @@ fn object_type(sql: &[u8], tokens: &[Token]) -> Option<String> {
             continue;
         }
         let word = String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase();
-        if OBJECTS.contains(&word.as_str()) || STOPS.contains(&word.as_str()) {
+        if ADMIN_OBJECTS.contains(&word.as_str()) || STOPS.contains(&word.as_str()) {
             return Some(word);
         }
         if !MODIFIERS.contains(&word.as_str()) {
