@@ -9,11 +9,11 @@ use std::sync::Arc;
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
 use routekey_proxy::config::Config;
 use routekey_proxy::id::{IdFields, IdLayout, RouteKeyDecoder, SNOWFLAKE_EPOCH_MS};
-use routekey_proxy::rewrite::{SessionValues, Statement};
+use routekey_proxy::plan::{Inputs, ScatterPolicy, Text, plan};
+use routekey_proxy::rewrite::SessionValues;
+use routekey_proxy::route::Router;
 use routekey_proxy::route::index::{IndexError, IndexTable};
 use routekey_proxy::route::value::StatementValues;
-use routekey_proxy::route::{Route, Router};
-use routekey_proxy::sql::Target;
 use routekey_proxy::sql::analyze::{AnalyzeContext, analyze};
 use routekey_proxy::sql::charset::Decoding;
 use routekey_proxy::sql::hints::route_hints;
@@ -130,21 +130,25 @@ fn analyse_and_route(c: &mut Criterion) {
                     last_insert_id: 0,
                     generated: &[],
                 };
-                let plan = rt
-                    .block_on(router.route(&analysis, &values, &hints, NOW))
-                    .unwrap();
-                let Route::Shards(targets) = &plan.route else {
-                    panic!("{:?}", plan.route)
+                let inputs = Inputs {
+                    text: Text {
+                        sql: &sql,
+                        tokens: &lexed.tokens,
+                        prefix: b"",
+                    },
+                    analysis: &analysis,
+                    values,
+                    hints: &hints,
+                    session: &session,
+                    binary: false,
+                    scatter: ScatterPolicy {
+                        reads: true,
+                        writes: false,
+                    },
+                    now_ms: NOW,
                 };
-                let Target::Sharded(sharded) = &analysis.target else {
-                    panic!()
-                };
-                let st = Statement {
-                    sql: &sql,
-                    tokens: &lexed.tokens,
-                };
-                let shard = &config.sharding.shards[targets[0].shard as usize];
-                st.for_shard(&analysis, sharded, shard, &targets[0].rows, false, &session)
+                // Planning renders each shard's statement.
+                rt.block_on(plan(&router, &inputs)).unwrap()
             })
         });
     }

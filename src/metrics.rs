@@ -58,6 +58,14 @@ struct ResultLabel {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UserLabel {
+    user: String,
+}
+
+/// Probe results, as `routekey_probes_total{result}` names them.
+pub const PROBE_RESULTS: [&str; 3] = ["found", "not_found", "ambiguous"];
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// The proxy's own counters (one set per [`Proxy`]).
@@ -69,6 +77,10 @@ pub struct Metrics {
     clients_accepted: Counter,
     config_reloads: Family<ResultLabel, Counter>,
     draining: AtomicBool,
+    scatters: Family<UserLabel, Counter>,
+    fan_out: Histogram,
+    probes: Family<ResultLabel, Counter>,
+    merge_cap_hits: Counter,
     /// Handles on the series of `statements` and `statement_duration`, by
     /// [`STATEMENT_KINDS`] position (and ok, error): counting takes no lock.
     by_kind: Vec<([Counter; 2], Histogram)>,
@@ -87,8 +99,15 @@ impl Default for Metrics {
             clients_accepted: Counter::default(),
             config_reloads: Family::default(),
             draining: AtomicBool::new(false),
+            scatters: Family::default(),
+            fan_out: Histogram::new(exponential_buckets(1.0, 2.0, 8)),
+            probes: Family::default(),
+            merge_cap_hits: Counter::default(),
             by_kind: Vec::new(),
         };
+        for result in PROBE_RESULTS {
+            let _ = m.probes.get_or_create(&ResultLabel { result });
+        }
         // Every known series exists from the start (at 0), so rates and dashboards see
         // them before the first event.
         for kind in STATEMENT_KINDS {
@@ -173,6 +192,42 @@ impl Metrics {
                 code: code.to_owned(),
             })
             .inc();
+    }
+
+    /// A statement without a usable order id ran on `shards` shards for `user`; a read of
+    /// several shards by order ids counts its fan-out only.
+    pub fn count_fan_out(&self, user: Option<&str>, shards: usize) {
+        self.fan_out.observe(shards as f64);
+        if let Some(user) = user {
+            self.scatters
+                .get_or_create(&UserLabel {
+                    user: user.to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    /// What probes for unresolved ids found: on exactly one shard, nowhere, on several.
+    pub fn count_probes(&self, found: u64, not_found: u64, ambiguous: u64) {
+        for (result, n) in PROBE_RESULTS.into_iter().zip([found, not_found, ambiguous]) {
+            self.probes.get_or_create(&ResultLabel { result }).inc_by(n);
+        }
+    }
+
+    /// A merge failed at `sharding.merge_row_cap`.
+    pub fn count_merge_cap_hit(&self) {
+        self.merge_cap_hits.inc();
+    }
+
+    /// Scatters so far by user, probes by result, merge cap hits (SHOW ROUTEKEY STATS).
+    pub fn scatter_counts(&self) -> Vec<(String, u64)> {
+        let mut rows = Vec::new();
+        for result in PROBE_RESULTS {
+            let n = self.probes.get_or_create(&ResultLabel { result }).get();
+            rows.push((format!("probes_{result}"), n));
+        }
+        rows.push(("merge_row_cap_hits".to_owned(), self.merge_cap_hits.get()));
+        rows
     }
 
     /// A client connected; the returned guard counts it until dropped.
@@ -293,6 +348,26 @@ pub fn render(proxy: &Proxy) -> String {
         "statements",
         "Client statements, by kind and outcome",
         m.statements.clone(),
+    );
+    r.register(
+        "scatter_statements",
+        "Statements without a usable order id run on every shard of a table (or of one channel), by user",
+        m.scatters.clone(),
+    );
+    r.register(
+        "statement_fan_out",
+        "Shards one statement reached, for statements that reached more than one",
+        m.fan_out.clone(),
+    );
+    r.register(
+        "probes",
+        "Probes of every shard for order ids nothing resolves (sharding.unresolved_reads = probe), by result",
+        m.probes.clone(),
+    );
+    r.register(
+        "merge_row_cap_hits",
+        "Merges of several shards' results that failed at sharding.merge_row_cap",
+        m.merge_cap_hits.clone(),
     );
     r.register_with_unit(
         "statement_duration",

@@ -88,6 +88,8 @@ async fn kill_query_of_another_session_stops_its_statement_on_the_right_backend_
     config.users.push(routekey_proxy::config::User {
         name: "other".into(),
         password: "other".into(),
+        scatter: routekey_proxy::config::Scatter::Allow,
+        scatter_writes: routekey_proxy::config::Scatter::Refuse,
     });
     let h = Harness::start_with(config).await;
     let mut a = h.client().await;

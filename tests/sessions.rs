@@ -337,10 +337,10 @@ async fn use_another_database_and_back() {
     assert_eq!(db.as_deref(), Some("orders"));
     let sql = format!("SELECT * FROM t_order WHERE order_id = {id}");
     assert_same_rows(&rows(&mut c, &sql).await, &want, &sql);
-    assert_eq!(
-        error_code(&mut c, "SELECT COUNT(*) FROM t_order").await,
-        1235
-    );
+    // Back in the logical database, t_order is every shard's (tests beside this one only
+    // add rows: at least the seeded 1500).
+    let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM t_order").await.unwrap();
+    assert!(n.unwrap() >= 1500, "{n:?}");
     h.stop().await;
 }
 

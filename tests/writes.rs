@@ -417,13 +417,14 @@ async fn an_update_may_not_move_an_order_to_another_shard() {
     for sql in [
         format!("UPDATE t_order SET order_id = {other} WHERE order_id = {id}"),
         format!("UPDATE t_order SET channel = 'EU_CHANNEL' WHERE order_id = {id}"),
-        format!("UPDATE t_order SET region = 'GB' WHERE order_id = {id}"),
     ] {
         assert_eq!(error_code(&mut c, &sql).await, 1235, "{sql}");
     }
-    // Setting them to the values they already have / another region of the channel is fine.
+    // Setting them to the values they already have is fine; the region is the order's
+    // data, any region (SPEC §4).
     for sql in [
         format!("UPDATE t_order SET order_id = {id}, note = 'same id' WHERE order_id = {id}"),
+        format!("UPDATE t_order SET region = 'GB' WHERE order_id = {id}"),
         format!("UPDATE t_order SET region = 'JP' WHERE order_id = {id}"),
     ] {
         exec(&mut c, &sql).await;
@@ -537,16 +538,12 @@ async fn a_multi_row_insert_over_several_shards_is_all_or_nothing() {
 }
 
 #[tokio::test]
-async fn an_insert_whose_channel_or_region_contradicts_its_id_is_refused() {
+async fn an_insert_whose_channel_contradicts_its_id_is_refused() {
     let h = Harness::start().await;
     let id = fresh_new_id(5); // EU
     let cleanup = Cleanup::new(&[id]);
     let mut c = h.client().await;
-    for (channel, region) in [
-        ("BIZ_CHANNEL", "GB"),
-        ("EU_CHANNEL", "HK"),
-        ("BIZ_CHANNEL", "HK"),
-    ] {
+    for (channel, region) in [("BIZ_CHANNEL", "GB"), ("BIZ_CHANNEL", "HK")] {
         let sql = format!(
             "INSERT INTO t_order {ORDER_COLUMNS} VALUES ({id}, '{channel}', '{region}', 7, 1, 'NEW', 'x', NOW())"
         );
@@ -574,4 +571,41 @@ async fn an_insert_whose_channel_or_region_contradicts_its_id_is_refused() {
         vec![expected_shard("EU_CHANNEL", id)]
     );
     drop(cleanup);
+}
+
+#[tokio::test]
+async fn a_region_of_another_channel_is_the_orders_data() {
+    // A UK customer buying on the GLOBAL site: a GLOBAL id, channel GLOBAL, region GB.
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let guard = Cleanup::default();
+    let id = guard.add(fresh_new_id(2));
+    exec(
+        &mut c,
+        &format!(
+            "INSERT INTO t_order {ORDER_COLUMNS} VALUES ({id}, 'GLOBAL_CHANNEL', 'GB', 7, 1, 'NEW', 'uk on global', NOW())"
+        ),
+    )
+    .await;
+    // Prepared, a second order: region only, its id decodes to GLOBAL.
+    let other = guard.add(fresh_new_id(2));
+    c.exec_drop(
+        format!("INSERT INTO t_order {ORDER_COLUMNS} VALUES (?, ?, ?, 7, 1, 'NEW', 'x', NOW())"),
+        (other, "GLOBAL_CHANNEL", "FR"),
+    )
+    .await
+    .unwrap();
+    for order in [id, other] {
+        let shard = expected_shard("GLOBAL_CHANNEL", order);
+        assert_eq!(shards_holding(order).await, vec![shard]);
+    }
+    let row = physical_row(expected_shard("GLOBAL_CHANNEL", id), id)
+        .await
+        .unwrap();
+    assert_eq!(
+        (show(&row[1]), show(&row[2])),
+        ("GLOBAL_CHANNEL".into(), "GB".into())
+    );
+    drop(guard);
+    h.stop().await;
 }

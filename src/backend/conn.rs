@@ -12,23 +12,23 @@ use mysql_common::proto::MySerialize;
 use mysql_common::scramble::scramble_native;
 use tokio::net::TcpStream;
 
+use super::reply::{Reply, ResultEnd};
 use crate::config::{Datasource, DatasourceId};
 use crate::error::ProxyError;
 use crate::protocol::PacketStream;
 use crate::protocol::packets::{
-    ColumnInfo, OkInfo, ServerErr, column_info, is_eof, parse_eof, parse_err, parse_ok,
-    parse_text_row,
+    ColumnInfo, OkInfo, ServerErr, column_info, is_eof, parse_err, parse_text_row,
 };
 
-/// The first packet of a command's response.
-#[derive(Debug)]
-pub enum Response {
-    /// An OK packet.
-    Ok(OkInfo),
-    /// An ERR packet.
-    Err(ServerErr),
-    /// A result set with this many columns follows.
-    ResultSet(u64),
+/// One entry of `SHOW WARNINGS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// `Note`, `Warning` or `Error`.
+    pub level: Vec<u8>,
+    /// Error code.
+    pub code: Vec<u8>,
+    /// Message.
+    pub message: Vec<u8>,
 }
 
 /// Session state the proxy applied to a connection, compared with what a client wants
@@ -56,6 +56,8 @@ pub struct BackendConn {
     awaiting: bool,
     /// When its last response ended.
     idle_since: Instant,
+    /// How the last result set read ended.
+    result_end: ResultEnd,
     /// What the proxy set on this connection.
     pub state: AppliedState,
     /// Statements prepared on this connection, by their text.
@@ -239,6 +241,7 @@ impl BackendConn {
             broken: false,
             awaiting: false,
             idle_since: Instant::now(),
+            result_end: ResultEnd::default(),
             state,
             statements: HashMap::new(),
             statement_order: VecDeque::new(),
@@ -349,85 +352,29 @@ impl BackendConn {
         }
     }
 
-    /// Reads the first packet of a response and says what follows.
-    pub async fn read_response(&mut self) -> Result<Response, ProxyError> {
-        let packet = self.read_packet().await?;
-        match packet.first() {
-            Some(0x00) => {
-                let ok = parse_ok(&packet).ok_or_else(|| {
-                    self.broken = true;
-                    ProxyError::Internal("malformed OK packet from backend".into())
-                })?;
-                self.observe_status(ok.status);
-                Ok(Response::Ok(ok))
-            }
-            Some(0xff) => {
-                let e = parse_err(&packet);
-                self.observe_error(&e);
-                Ok(Response::Err(e))
-            }
-            Some(0xfb) => {
-                // LOCAL INFILE request: never negotiated; refuse it and resynchronise.
-                self.stream
-                    .write_packet(&[])
-                    .map_err(|e| ProxyError::Io(e.to_string()))?;
-                self.stream
-                    .flush()
-                    .await
-                    .map_err(|e| ProxyError::Io(e.to_string()))?;
-                Box::pin(self.read_response()).await
-            }
-            _ => {
-                let mut pos = 0;
-                let columns = crate::protocol::packets::read_lenenc_int(&packet, &mut pos)
-                    .ok_or_else(|| {
-                        self.broken = true;
-                        ProxyError::Internal("malformed result set header from backend".into())
-                    })?;
-                Ok(Response::ResultSet(columns))
-            }
-        }
+    /// How the last result set read on this connection ended.
+    pub fn result_end(&self) -> ResultEnd {
+        self.result_end
+    }
+
+    pub(super) fn set_result_end(&mut self, end: ResultEnd) {
+        self.result_end = end;
+    }
+
+    /// Answers a LOCAL INFILE request with an empty packet (no file).
+    pub(super) async fn send_empty_packet(&mut self) -> Result<(), ProxyError> {
+        self.stream
+            .write_packet(&[])
+            .map_err(|e| self.io_error(e))?;
+        self.stream.flush().await.map_err(|e| self.io_error(e))
     }
 
     /// Runs a statement and expects OK (result sets are read and dropped); a backend error
     /// becomes [`ProxyError::Backend`].
     pub async fn execute(&mut self, sql: &[u8]) -> Result<OkInfo, ProxyError> {
         self.send_command(Command::COM_QUERY, sql).await?;
-        let mut last = OkInfo::default();
-        loop {
-            match self.read_response().await? {
-                Response::Ok(ok) => {
-                    let more = ok.status & StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() != 0;
-                    last = ok;
-                    if !more {
-                        return Ok(last);
-                    }
-                }
-                Response::Err(e) => return Err(backend_error(e)),
-                Response::ResultSet(_) => {
-                    let (_, _, status) = self.read_rows(true).await?;
-                    if status & StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() == 0 {
-                        return Ok(last);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Runs a query and collects its (small) result: column names and types, rows.
-    pub async fn query_rows(
-        &mut self,
-        sql: &[u8],
-    ) -> Result<(Vec<ColumnInfo>, Vec<Vec<Option<Vec<u8>>>>), ProxyError> {
-        self.send_command(Command::COM_QUERY, sql).await?;
-        match self.read_response().await? {
-            Response::Ok(_) => Ok((Vec::new(), Vec::new())),
-            Response::Err(e) => Err(backend_error(e)),
-            Response::ResultSet(_) => {
-                let (columns, rows, _) = self.read_rows(false).await?;
-                Ok((columns, rows))
-            }
-        }
+        let reply = self.read_reply().await?;
+        self.drain_reply(reply).await
     }
 
     /// Runs a query and collects its (small) result as packets: column definitions, rows.
@@ -436,73 +383,65 @@ impl BackendConn {
         sql: &[u8],
     ) -> Result<(Vec<BytesMut>, Vec<BytesMut>), ProxyError> {
         self.send_command(Command::COM_QUERY, sql).await?;
-        match self.read_response().await? {
-            Response::Ok(_) => Ok((Vec::new(), Vec::new())),
-            Response::Err(e) => Err(backend_error(e)),
-            Response::ResultSet(_) => {
-                let mut columns = Vec::new();
-                loop {
-                    let p = self.read_packet().await?;
-                    if is_eof(&p) {
-                        break;
-                    }
-                    columns.push(p);
-                }
+        match self.read_reply().await? {
+            Reply::Ok(_) => Ok((Vec::new(), Vec::new())),
+            Reply::ResultSet(columns) => {
                 let mut rows = Vec::new();
-                loop {
-                    let p = self.read_packet().await?;
-                    if is_eof(&p) {
-                        self.observe_status(parse_eof(&p).1);
-                        return Ok((columns, rows));
-                    }
-                    if p.first() == Some(&0xff) {
-                        let e = parse_err(&p);
-                        self.observe_error(&e);
-                        return Err(backend_error(e));
-                    }
-                    rows.push(p);
+                while let Some(row) = self.next_row().await? {
+                    rows.push(row);
                 }
+                Ok((columns, rows))
             }
         }
     }
 
-    /// Reads column definitions and rows after a result set header; `discard` skips
-    /// parsing. Returns the final status too.
-    async fn read_rows(
+    /// Runs a query and collects its (small) text result: column names and types, rows.
+    pub async fn query_rows(
         &mut self,
-        discard: bool,
-    ) -> Result<(Vec<ColumnInfo>, Vec<Vec<Option<Vec<u8>>>>, u16), ProxyError> {
-        let mut columns = Vec::new();
-        loop {
-            let p = self.read_packet().await?;
-            if is_eof(&p) {
-                break;
-            }
-            if !discard {
-                columns.push(column_info(&p).unwrap_or(ColumnInfo {
+        sql: &[u8],
+    ) -> Result<(Vec<ColumnInfo>, Vec<Vec<Option<Vec<u8>>>>), ProxyError> {
+        let (defs, raw) = self.query_raw(sql).await?;
+        let columns: Vec<ColumnInfo> = defs
+            .iter()
+            .map(|d| {
+                column_info(d).unwrap_or(ColumnInfo {
                     name: Vec::new(),
                     column_type: 0,
                     charset: 63,
-                }));
-            }
-        }
-        let mut rows = Vec::new();
-        loop {
-            let p = self.read_packet().await?;
-            if is_eof(&p) {
-                let (_, status) = parse_eof(&p);
-                self.observe_status(status);
-                return Ok((columns, rows, status));
-            }
-            if p.first() == Some(&0xff) {
-                let e = parse_err(&p);
-                self.observe_error(&e);
-                return Err(backend_error(e));
-            }
-            if !discard {
-                rows.push(parse_text_row(&p, columns.len()).unwrap_or_default());
-            }
-        }
+                })
+            })
+            .collect();
+        let rows = raw
+            .iter()
+            .map(|r| parse_text_row(r, columns.len()).unwrap_or_default())
+            .collect();
+        Ok((columns, rows))
+    }
+
+    /// The diagnostics of the last statement (`SHOW WARNINGS`).
+    pub async fn diagnostics(&mut self) -> Result<Vec<Diagnostic>, ProxyError> {
+        let (_, rows) = self.query_rows(b"SHOW WARNINGS").await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut it = r.into_iter().map(Option::unwrap_or_default);
+                Diagnostic {
+                    level: it.next().unwrap_or_default(),
+                    code: it.next().unwrap_or_default(),
+                    message: it.next().unwrap_or_default(),
+                }
+            })
+            .collect())
+    }
+
+    /// The one unsigned number a query returns (0 when it returns none).
+    pub async fn scalar(&mut self, sql: &[u8]) -> Result<u64, ProxyError> {
+        let (_, rows) = self.query_rows(sql).await?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|v| String::from_utf8_lossy(&v).parse().ok())
+            .unwrap_or(0))
     }
 
     /// Prepares `sql` with COM_STMT_PREPARE and closes it at once: the server's verdict on
@@ -655,23 +594,23 @@ impl BackendConn {
     pub async fn reset(&mut self) -> Result<(), ProxyError> {
         self.send_command(Command::COM_RESET_CONNECTION, &[])
             .await?;
-        match self.read_response().await? {
-            Response::Ok(_) => {
+        match self.read_reply().await {
+            Ok(Reply::Ok(_)) => {
                 // The server forgot the session state and every prepared statement.
                 self.state.vars.clear();
                 self.statements.clear();
                 self.statement_order.clear();
                 Ok(())
             }
-            Response::Err(e) => {
-                self.broken = true;
-                Err(backend_error(e))
-            }
-            Response::ResultSet(_) => {
+            Ok(Reply::ResultSet(_)) => {
                 self.broken = true;
                 Err(ProxyError::Internal(
                     "result set in reply to a reset".into(),
                 ))
+            }
+            Err(e) => {
+                self.broken = true;
+                Err(e)
             }
         }
     }
@@ -680,13 +619,12 @@ impl BackendConn {
     pub async fn init_db(&mut self, database: &str) -> Result<(), ProxyError> {
         self.send_command(Command::COM_INIT_DB, database.as_bytes())
             .await?;
-        match self.read_response().await? {
-            Response::Ok(_) => {
+        match self.read_reply().await? {
+            Reply::Ok(_) => {
                 self.state.database = Some(database.to_owned());
                 Ok(())
             }
-            Response::Err(e) => Err(backend_error(e)),
-            Response::ResultSet(_) => {
+            Reply::ResultSet(_) => {
                 self.broken = true;
                 Err(ProxyError::Internal(
                     "result set in reply to COM_INIT_DB".into(),
@@ -699,9 +637,9 @@ impl BackendConn {
     pub async fn ping(&mut self, timeout: Duration) -> Result<(), ProxyError> {
         let ping = async {
             self.send_command(Command::COM_PING, &[]).await?;
-            match self.read_response().await? {
-                Response::Ok(_) => Ok(()),
-                _ => Err(ProxyError::Internal("bad reply to COM_PING".into())),
+            match self.read_reply().await? {
+                Reply::Ok(_) => Ok(()),
+                Reply::ResultSet(_) => Err(ProxyError::Internal("bad reply to COM_PING".into())),
             }
         };
         match tokio::time::timeout(timeout, ping).await {

@@ -1,10 +1,12 @@
-//! The backend side: connections the proxy drives itself on mysql_common ([`conn`]),
-//! pooled per datasource with bb8 ([`pool`]), and the relay of their results to clients
-//! ([`relay`]).
+//! The backend side: connections the proxy drives itself on mysql_common ([`conn`]), the
+//! one reader of their replies ([`reply`]), the session variables they carry ([`vars`]),
+//! pooled per datasource with bb8 ([`pool`]). Nothing here writes to a client.
 
 pub mod conn;
 pub mod pool;
-pub mod relay;
+pub mod reply;
+pub mod vars;
 
-pub use conn::{AppliedState, BackendConn, Response};
+pub use conn::{AppliedState, BackendConn, Diagnostic};
 pub use pool::{PooledConn, Pools};
+pub use reply::{Reply, ResultEnd};

@@ -153,6 +153,37 @@ pub struct User {
     /// Password in clear (from `password`, `password_env` or `password_file`); only its
     /// scramble crosses the wire.
     pub password: String,
+    /// Reads without a usable order id run on every shard (`allow`, the default) or are
+    /// refused; a `/*scatter='allow'*/` or `/*scatter='refuse'*/` hint overrides it for
+    /// one statement.
+    pub scatter: Scatter,
+    /// UPDATE/DELETE without a usable order id: refused (`refuse`, the default), or run on
+    /// every shard they reach when those all lie on one datasource (`allow`).
+    pub scatter_writes: Scatter,
+}
+
+/// Whether statements without a usable order id may run on every shard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scatter {
+    /// They may.
+    #[default]
+    Allow,
+    /// They are refused with ER_NOT_SUPPORTED_YET and the reason.
+    Refuse,
+}
+
+/// What a read does with an order id no layer resolves (SPEC §4.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnresolvedReads {
+    /// Answer "no such row", as MySQL would for a row that does not exist (default).
+    #[default]
+    Empty,
+    /// Look for it on every shard of the table; found on exactly one, its channel is
+    /// cached (in-process and Redis, never in the index table); found nowhere, a negative
+    /// entry for `cache.negative_ttl`.
+    Probe,
 }
 
 /// A MySQL server the proxy connects to, and its pool settings.
@@ -216,6 +247,14 @@ pub struct Sharding {
     pub shards: Vec<Shard>,
     /// Changes whenever the shard map changes; part of every cache key.
     pub shard_map_version: u64,
+    /// Order ids no layer resolves (default: empty answer).
+    pub unresolved_reads: UnresolvedReads,
+    /// Rows (or groups) a merge of several shards' results may hold in memory before the
+    /// statement fails (default 1,000,000).
+    pub merge_row_cap: u64,
+    /// Connections one statement holds at most (`None`, the default: one per shard it
+    /// reaches); at least the number of datasources holding shards.
+    pub max_fan_out: Option<u32>,
 }
 
 /// Where one shard lives.

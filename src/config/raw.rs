@@ -158,6 +158,18 @@ pub struct RawUser {
     pub password: Option<String>,
     pub password_env: Option<String>,
     pub password_file: Option<String>,
+    #[serde(default = "allow")]
+    pub scatter: super::Scatter,
+    #[serde(default = "refuse")]
+    pub scatter_writes: super::Scatter,
+}
+
+fn allow() -> super::Scatter {
+    super::Scatter::Allow
+}
+
+fn refuse() -> super::Scatter {
+    super::Scatter::Refuse
 }
 
 #[derive(Debug, Deserialize)]
@@ -281,6 +293,15 @@ pub struct RawSharding {
     pub physical_database: Spanned<String>,
     pub physical_table: Spanned<String>,
     pub shards: Vec<RawShardRange>,
+    #[serde(default)]
+    pub unresolved_reads: super::UnresolvedReads,
+    #[serde(default = "default_merge_row_cap")]
+    pub merge_row_cap: Spanned<u64>,
+    pub max_fan_out: Option<Spanned<u32>>,
+}
+
+fn default_merge_row_cap() -> Spanned<u64> {
+    Spanned::new(0..0, 1_000_000)
 }
 
 fn default_shards_per_channel() -> Spanned<u32> {

@@ -72,7 +72,7 @@ impl Session {
         if plan.key_insert.is_none() {
             return Ok(Vec::new());
         }
-        let channels = self.rt.router.insert_channels(plan, values, hints)?;
+        let channels = crate::plan::insert_channels(&self.rt.router, plan, values, hints)?;
         let config = &self.rt.config;
         let mut wanted: Vec<(ChannelId, usize)> = Vec::new();
         for (row, channel) in channels.iter().enumerate() {

@@ -3,11 +3,13 @@
 //! hands it to the session; `query` is the table of contents of statement handling.
 
 pub mod client;
-mod data;
 pub mod handshake;
 mod ids;
+mod merge;
 mod prepared;
 mod query;
+mod respond;
+mod statement;
 mod statement_log;
 pub use query::kill_running_statement;
 pub mod registry;
@@ -71,10 +73,14 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     if let Some(v) = server_version {
         session.lex_mode.server_version = v;
     }
-    tracing::debug!(connection = id, user = %session.user, "client connected");
+    tracing::debug!(connection = id, user = %session.user(), "client connected");
     let welcome = match &login.database {
         Some(db) => session.select_database(db).await,
         None => Ok(()),
+    };
+    let welcome = match welcome {
+        Ok(()) => session.apply_ignore_space().await,
+        Err(e) => Err(e),
     };
     let sent = match welcome {
         Ok(()) => client.ok(&OkInfo {
@@ -85,9 +91,9 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     };
     if sent.is_err()
         || client.flush().await.is_err()
-        || login.database.is_some() && session.database.is_none()
+        || login.database.is_some() && session.database().is_none()
     {
-        session.release_all().await;
+        session.txn.release_all().await;
         return;
     }
     loop {
@@ -116,7 +122,7 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
             (Ok(Next::Quit), _) | (Err(_), _) | (_, Err(_)) => break,
         }
     }
-    session.release_all().await;
+    session.txn.release_all().await;
     tracing::debug!(connection = id, "client disconnected");
 }
 
@@ -167,7 +173,7 @@ async fn command(
                 Ok(conn) => conn.simple_command(Command::COM_STATISTICS, &[]).await,
                 Err(e) => Err(e),
             };
-            session.release_idle();
+            session.txn.release_idle();
             match answer {
                 Ok(text) => client.packet(&text)?,
                 Err(e) => reply_error(session, client, &e)?,
@@ -209,7 +215,7 @@ async fn command(
             };
             if let Err(e) = outcome {
                 reply_error(session, client, &e)?;
-                if session.lost.is_some() {
+                if session.txn.lost().is_some() {
                     return Err(ProxyError::ClientGone("transaction lost".into()));
                 }
             }

@@ -13,14 +13,14 @@ use std::sync::Arc;
 use mysql_common::constants::Command as ProtocolCommand;
 
 use super::client::Client;
-use super::data::Binding;
 use super::session::Session;
 use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
-use crate::protocol::binary::{self, param_value};
+use crate::execute::Binding;
+use crate::protocol::binary::{self, LongData, param_value};
 use crate::protocol::packets::{
     ColumnSpec, column_definition, eof_packet, rewrite_column_definition,
 };
-use crate::rewrite::{ResultNames, Statement as Rewrite};
+use crate::rewrite::{KeyEdits, ResultNames, Statement as Rewrite};
 use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::hints::{RouteHints, route_hints};
 use crate::sql::lexer::{Lexed, TokenKind, lex};
@@ -72,18 +72,6 @@ pub struct PreparedStatement {
     generation: u64,
 }
 
-/// Long data of one parameter, kept in the chunks it arrived in: each goes to the backend
-/// as its own COM_STMT_SEND_LONG_DATA, as the server expects (one packet of the whole value
-/// could exceed its `max_allowed_packet` where the chunks do not).
-#[derive(Debug, Clone, Default)]
-pub struct LongData {
-    /// The chunks, in order.
-    pub chunks: Vec<Vec<u8>>,
-    /// More arrived than the proxy buffers: the execution is refused, as MySQL refuses a
-    /// parameter longer than `max_allowed_packet`.
-    pub overflow: bool,
-}
-
 /// Long data the proxy buffers per statement between executions (64 MiB, its largest
 /// packet): beyond it the execution is refused rather than the proxy's memory used up.
 pub const LONG_DATA_LIMIT: usize = 64 << 20;
@@ -112,17 +100,6 @@ fn unknown(id: u32, command: &str) -> ProxyError {
         b"HY000",
         format!("Unknown prepared statement handler ({id}) given to {command}"),
     )
-}
-
-/// The MySQL error of a refused statement.
-fn refusal(r: &Refusal) -> ProxyError {
-    match r {
-        Refusal::NotYet(what) => ProxyError::not_yet(what),
-        Refusal::Unsupported(what) => ProxyError::unsupported(what),
-        Refusal::Unparsed(message) => ProxyError::not_yet(format!(
-            "statements on sharded tables that its SQL parser cannot read (parser: {message})"
-        )),
-    }
 }
 
 impl Session {
@@ -212,7 +189,7 @@ impl Session {
         if let Target::Refused(r) = &analysis.target {
             return Err(match r {
                 Refusal::Unparsed(message) => self.validate_unparsed(sql, &lexed, message).await,
-                other => refusal(other),
+                other => crate::plan::refusal(other),
             });
         }
         let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
@@ -227,15 +204,21 @@ impl Session {
         let (ds, text, names) = match &analysis.target {
             Target::Sharded(plan) => {
                 let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];
+                let keys = KeyEdits {
+                    shard_key: &config.sharding.shard_key,
+                    ..Default::default()
+                };
                 (
                     shard.datasource,
-                    st.for_shard(&analysis, plan, shard, &[], false, &values),
+                    st.for_shard(&analysis, plan, shard, &[], &keys, &values)
+                        .sql,
                     Some(ResultNames::for_shard(&config, shard)),
                 )
             }
             _ => (
                 config.sharding.default_datasource,
-                st.unsharded(&analysis, &values).into_owned(),
+                st.render(crate::rewrite::unsharded_edits(&st, &analysis, &values))
+                    .sql,
                 None,
             ),
         };
@@ -243,7 +226,7 @@ impl Session {
             Ok(conn) => conn.prepare_cached(&text).await,
             Err(e) => Err(e),
         };
-        self.release_idle();
+        self.txn.release_idle();
         let meta = prepared?;
         if usize::from(meta.statement.params) != params {
             return Err(ProxyError::Internal(format!(
@@ -409,7 +392,6 @@ impl Session {
                 let binding = Binding {
                     payload,
                     params: &execute.params,
-                    values: &values,
                     long_data: &statement.long_data,
                 };
                 let analysis = if statement.generation == self.rt.generation {
@@ -417,13 +399,19 @@ impl Session {
                 } else {
                     self.analysis(&statement.sql, &statement.lexed)?
                 };
-                let hints = hints.clone();
-                let text = super::data::StatementText {
-                    sql: &statement.sql,
-                    lexed: &statement.lexed,
-                    prefix: &[],
+                let prepared = super::statement::Prepared {
+                    text: crate::plan::Text {
+                        sql: &statement.sql,
+                        tokens: &statement.lexed.tokens,
+                        prefix: &[],
+                    },
+                    analysis,
+                    hints: hints.clone(),
+                    params: &values,
+                    binary: true,
                 };
-                self.run_data(client, &text, &analysis, &hints, Some(&binding), false)
+                let plan = self.plan(&prepared, false).await?;
+                self.execute(client, &plan, &prepared, Some(&binding), false)
                     .await
             }
         }

@@ -52,12 +52,12 @@ impl Session {
                 client.error(&e)?;
                 // Connections that failed are dropped now; if one held the transaction or
                 // pinned state, the session is lost.
-                self.release_idle();
-                if let Some(why) = &self.lost {
+                self.txn.release_idle();
+                if let Some(why) = self.txn.lost() {
                     // As if the server had gone away: the client must not go on (and commit)
                     // as if its transaction or session state were intact.
                     tracing::warn!(connection = self.id, reason = %why, "closing the client connection");
-                    return Err(ProxyError::ClientGone(why.clone()));
+                    return Err(ProxyError::ClientGone(why.to_owned()));
                 }
                 break;
             }
@@ -211,7 +211,7 @@ impl Session {
     fn after_timeout(&mut self, result: &Result<(), ProxyError>) {
         if let Err(ProxyError::Client { code, .. }) = result {
             if *code == crate::error::ER_STATEMENT_TIMEOUT {
-                self.release_idle();
+                self.txn.release_idle();
             }
         }
     }
@@ -234,9 +234,9 @@ impl Session {
     ) -> Result<(), ProxyError> {
         if self.in_transaction() {
             // MySQL commits the open transaction first.
-            self.end_transaction(b"COMMIT").await?;
+            self.txn.end(b"COMMIT").await?;
         }
-        self.txn.begin = Some(sql.to_vec());
+        self.txn.begin(sql);
         self.ok(client, more)
     }
 
@@ -247,7 +247,7 @@ impl Session {
         sql: &[u8],
         more: bool,
     ) -> Result<(), ProxyError> {
-        self.end_transaction(sql).await?;
+        self.txn.end(sql).await?;
         self.ok(client, more)
     }
 
@@ -273,12 +273,7 @@ impl Session {
             return self.ok(client, more);
         }
         if let Some((name, _)) = &back_to {
-            if !self
-                .txn
-                .savepoints
-                .iter()
-                .any(|s| s.eq_ignore_ascii_case(name))
-            {
+            if !self.txn.has_savepoint(name) {
                 return Err(ProxyError::client(
                     1305,
                     b"42000",
@@ -286,36 +281,19 @@ impl Session {
                 ));
             }
         }
-        if self.held.is_empty() && !self.autocommit && self.txn.begin.is_none() {
+        if !self.txn.holds_any() && !self.autocommit && !self.txn.explicit() {
             // autocommit=0 with no statement yet: the savepoint opens the transaction on the
             // default datasource, as the first statement would.
             let ds = self.rt.config.sharding.default_datasource;
             self.connection(ds).await?;
         }
-        self.on_every_held(sql).await?;
+        self.txn.on_every_held(sql).await?;
         match (set, back_to) {
-            (Some(name), _) => {
-                self.txn
-                    .savepoints
-                    .retain(|s| !s.eq_ignore_ascii_case(&name));
-                self.txn.savepoints.push(name);
-            }
-            (None, Some((name, release))) => {
-                if let Some(i) = self
-                    .txn
-                    .savepoints
-                    .iter()
-                    .position(|s| s.eq_ignore_ascii_case(&name))
-                {
-                    // Later savepoints are gone; RELEASE removes the named one too.
-                    self.txn
-                        .savepoints
-                        .truncate(if release { i } else { i + 1 });
-                }
-            }
+            (Some(name), _) => self.txn.savepoint_set(name),
+            (None, Some((name, release))) => self.txn.savepoint_back_to(&name, release),
             (None, None) => {}
         }
-        self.release_idle();
+        self.txn.release_idle();
         self.ok(client, more)
     }
 
@@ -372,22 +350,28 @@ pub async fn kill_running_statement(
     target: &crate::frontend::registry::SessionHandle,
 ) -> Result<(), ProxyError> {
     if let Some(running) = target.running() {
-        // The datasource as the target session knows it: a reload may have renumbered or
-        // removed datasources since its statement began.
-        let (config, ds, thread) = (&running.config, running.datasource, running.thread);
-        let datasource = config.datasource(ds).clone();
-        let mut conn = crate::backend::BackendConn::connect(
-            &datasource,
-            ds,
-            false,
-            config.server.max_packet_size,
-        )
-        .await?;
-        // The statement may have ended meanwhile: the thread is then idle and KILL
-        // QUERY does nothing (or the thread is gone: 1094, ignored).
-        let _ = conn
-            .execute(format!("KILL QUERY {thread}").as_bytes())
-            .await;
+        // The datasources as the target session knows them: a reload may have renumbered
+        // or removed datasources since its statement began.
+        let config = &running.config;
+        let kills = running.threads.iter().map(|&(ds, thread)| async move {
+            let datasource = config.datasource(ds).clone();
+            let mut conn = crate::backend::BackendConn::connect(
+                &datasource,
+                ds,
+                false,
+                config.server.max_packet_size,
+            )
+            .await?;
+            // The statement may have ended meanwhile: the thread is then idle and KILL
+            // QUERY does nothing (or the thread is gone: 1094, ignored).
+            let _ = conn
+                .execute(format!("KILL QUERY {thread}").as_bytes())
+                .await;
+            Ok::<(), ProxyError>(())
+        });
+        for result in futures_util::future::join_all(kills).await {
+            result?;
+        }
     }
     Ok(())
 }

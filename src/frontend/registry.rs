@@ -10,16 +10,14 @@ use tokio::sync::Notify;
 
 use crate::config::DatasourceId;
 
-/// A statement running on a backend thread: the configuration the session runs under (a
-/// reload may renumber datasources), the datasource and the thread id.
+/// A statement running on backend threads: the configuration the session runs under (a
+/// reload may renumber datasources), and each datasource with the thread id there.
 #[derive(Debug, Clone)]
 pub struct Running {
     /// The session's configuration.
     pub config: std::sync::Arc<crate::config::Config>,
-    /// The datasource, in that configuration.
-    pub datasource: DatasourceId,
-    /// The backend's thread (connection) id.
-    pub thread: u32,
+    /// The datasources (in that configuration) and backend thread (connection) ids.
+    pub threads: Vec<(DatasourceId, u32)>,
 }
 
 /// What other sessions may know of one session.
@@ -36,7 +34,7 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
-    /// The backend thread running the session's statement now, if any.
+    /// The backend threads running the session's statement now, if any.
     pub fn running(&self) -> Option<Running> {
         self.running
             .lock()
@@ -44,7 +42,7 @@ impl SessionHandle {
             .clone()
     }
 
-    /// Records the backend thread the session's statement runs on (None when done).
+    /// Records the backend threads the session's statement runs on (None when done).
     pub fn set_running(&self, running: Option<Running>) {
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = running;
     }

@@ -93,7 +93,7 @@ impl Session {
             && !self.in_transaction()
         {
             // Applies to the next transaction only: replayed where that transaction starts.
-            self.txn.next_characteristics = Some(sql.to_vec());
+            self.txn.set_next_characteristics(sql);
             self.warnings.clear();
             return client.ok(&OkInfo {
                 status: self.final_status(more),
@@ -126,10 +126,10 @@ impl Session {
         // The statement runs once, on the default datasource's connection (or the first one
         // held); its values are read back there and set as literals on the others.
         let default_ds = self.rt.config.sharding.default_datasource;
-        let first = if self.held.is_empty() || self.held.contains_key(&default_ds) {
+        let first = if !self.txn.holds_any() || self.txn.holds(default_ds) {
             default_ds
         } else {
-            *self.held.keys().next().expect("not empty")
+            self.txn.held_datasources()[0]
         };
         let conn = self.connection(first).await?;
         conn.execute(sql).await?;
@@ -170,9 +170,9 @@ impl Session {
             conn.state.vars.insert(name.clone(), value.clone());
         }
         let others: Vec<_> = self
-            .held
-            .keys()
-            .copied()
+            .txn
+            .held_datasources()
+            .into_iter()
             .filter(|ds| *ds != first)
             .collect();
         for ds in others {
@@ -180,14 +180,13 @@ impl Session {
                 self.connection(ds).await?.execute(sql).await?;
             }
         }
-        let pins = opaque;
-        if pins {
-            self.pinned = true;
+        if opaque {
+            self.txn.pin();
         }
         self.absorb(values)?;
-        self.sync_held().await?;
+        self.txn.sync_held(&self.vars).await?;
         self.warnings.clear();
-        self.release_idle();
+        self.txn.release_idle();
         client.ok(&OkInfo {
             status: self.final_status(more),
             ..Default::default()
@@ -207,7 +206,7 @@ impl Session {
                 }
                 "insert_id" => {
                     // One-shot: it lives on the backend connection, which stays pinned.
-                    self.pinned = true;
+                    self.txn.pin();
                     continue;
                 }
                 "autocommit" => self.autocommit = text == "1",
@@ -263,7 +262,7 @@ impl Session {
             let ds = self.rt.config.sharding.default_datasource;
             let conn = self.connection(ds).await?;
             let checked = conn.init_db(database).await;
-            self.release_idle();
+            self.txn.release_idle();
             checked?;
         }
         self.database = Some(database.to_owned());

@@ -8,8 +8,7 @@ use super::client::Client;
 use super::session::Session;
 use crate::error::ProxyError;
 use crate::protocol::packets::{
-    ColumnSpec, is_eof, parse_err, parse_text_row, put_lenenc_int, rewrite_column_definition,
-    text_row,
+    ColumnSpec, parse_text_row, put_lenenc_int, rewrite_column_definition, text_row,
 };
 use crate::rewrite::{ResultNames, quote_ident};
 use crate::sql::TokSpan;
@@ -212,15 +211,7 @@ impl Session {
         };
         let ds = config.sharding.default_datasource;
         if !about_logical {
-            let piece = super::data::Piece {
-                datasource: ds,
-                sql: sql.to_vec(),
-                names: None,
-                send: super::data::Send::Query,
-            };
-            return self
-                .run(client, &[piece], false, Default::default(), None, more)
-                .await;
+            return self.run_one(client, ds, sql.to_vec(), None, more).await;
         }
         if filtered {
             return Err(ProxyError::not_yet(
@@ -255,7 +246,7 @@ impl Session {
         };
         let conn = self.connection(ds).await?;
         let fetched = conn.query_raw(&query).await;
-        self.release_idle();
+        self.txn.release_idle();
         let (columns, raw_rows) = fetched?;
         let width = columns.len();
         let mut rows: Vec<Vec<Option<Vec<u8>>>> = raw_rows
@@ -320,15 +311,8 @@ impl Session {
         };
         let binding = config.binding_table(&name).filter(|_| in_logical);
         let Some(table_id) = binding else {
-            let piece = super::data::Piece {
-                datasource: config.sharding.default_datasource,
-                sql: sql.to_vec(),
-                names: None,
-                send: super::data::Send::Query,
-            };
-            return self
-                .run(client, &[piece], false, Default::default(), None, more)
-                .await;
+            let ds = config.sharding.default_datasource;
+            return self.run_one(client, ds, sql.to_vec(), None, more).await;
         };
         let first = self.rt.router.first_shard();
         let shard = &config.sharding.shards[first as usize];
@@ -353,14 +337,8 @@ impl Session {
         rewritten.extend_from_slice(&sql[at..]);
         let names = ResultNames::for_shard(&config, shard);
         if !names_in_rows {
-            let piece = super::data::Piece {
-                datasource: shard.datasource,
-                sql: rewritten,
-                names: Some(names),
-                send: super::data::Send::Query,
-            };
             return self
-                .run(client, &[piece], false, Default::default(), None, more)
+                .run_one(client, shard.datasource, rewritten, Some(names), more)
                 .await;
         }
         let logical = config.sharding.binding_tables[usize::from(table_id.0)].clone();
@@ -389,75 +367,41 @@ impl Session {
         names: &ResultNames,
         more: bool,
     ) -> Result<(), ProxyError> {
-        let conn = self.connection(ds).await?;
-        conn.send_command(Command::COM_QUERY, sql).await?;
-        let mut packets = Vec::new();
-        let columns = match conn.read_response().await? {
-            crate::backend::Response::Err(e) => {
-                self.release_idle();
-                return Err(crate::backend::conn::backend_error(e));
-            }
-            crate::backend::Response::Ok(_) => 0,
-            crate::backend::Response::ResultSet(n) => n,
+        let fetched = match self.connection(ds).await {
+            Ok(conn) => conn.query_raw(sql).await,
+            Err(e) => Err(e),
         };
-        loop {
-            let p = conn.read_packet().await?;
-            let end = is_eof(&p) && packets.len() as u64 > columns;
-            if end {
-                conn.observe_status(crate::protocol::packets::parse_eof(&p).1);
-            }
-            let failed = p.first() == Some(&0xff);
-            if failed {
-                conn.observe_error(&parse_err(&p));
-            }
-            packets.push(p);
-            if end {
-                break;
-            }
-            if failed {
-                let e = parse_err(packets.last().expect("pushed"));
-                self.release_idle();
-                return Err(crate::backend::conn::backend_error(e));
-            }
-        }
-        self.release_idle();
+        self.txn.release_idle();
+        let (defs, rows) = fetched?;
         let from = format!("`{physical}`");
         let to = format!("`{logical}`");
         let status = self.final_status(more);
-        let mut header = Vec::new();
-        put_lenenc_int(&mut header, columns);
-        client.packet(&header)?;
-        for (i, p) in packets.iter().enumerate() {
-            let i = i as u64;
-            if i < columns {
-                match rewrite_column_definition(p, names) {
-                    Some(renamed) => client.packet(&renamed)?,
-                    None => client.packet(p)?,
-                }
-            } else if i == columns {
-                client.columns_end(status)?;
-            } else if is_eof(p) {
-                client.rows_end(0, status)?;
-            } else {
-                let row = parse_text_row(p, columns as usize).unwrap_or_default();
-                let renamed: Vec<Option<Vec<u8>>> = row
-                    .into_iter()
-                    .map(|v| {
-                        v.map(|v| {
-                            if v == physical.as_bytes() {
-                                logical.as_bytes().to_vec()
-                            } else {
-                                replace_first(&v, from.as_bytes(), to.as_bytes())
-                            }
-                        })
+        if defs.is_empty() {
+            return client.ok(&crate::protocol::packets::OkInfo {
+                status,
+                ..Default::default()
+            });
+        }
+        super::respond::send_columns(client, &defs, Some(names), status)?;
+        for p in &rows {
+            let row = parse_text_row(p, defs.len()).unwrap_or_default();
+            let renamed: Vec<Option<Vec<u8>>> = row
+                .into_iter()
+                .map(|v| {
+                    v.map(|v| {
+                        if v == physical.as_bytes() {
+                            logical.as_bytes().to_vec()
+                        } else {
+                            replace_first(&v, from.as_bytes(), to.as_bytes())
+                        }
                     })
-                    .collect();
-                let values: Vec<Option<&[u8]>> = renamed.iter().map(|v| v.as_deref()).collect();
-                client.packet(&text_row(&values))?;
-            }
+                })
+                .collect();
+            let values: Vec<Option<&[u8]>> = renamed.iter().map(|v| v.as_deref()).collect();
+            client.packet(&text_row(&values))?;
         }
         self.warnings.clear();
-        Ok(())
+        client.rows_end(0, status)
     }
 }
 
@@ -497,32 +441,23 @@ impl Session {
         conn.send_command(Command::COM_FIELD_LIST, &request).await?;
         let mut failure = None;
         loop {
-            let p = match conn.read_packet().await {
-                Ok(p) => p,
+            // The reply is column definitions up to an EOF: read as rows are.
+            match conn.next_row().await {
+                Ok(Some(p)) => match names
+                    .as_ref()
+                    .and_then(|(_, n)| rewrite_column_definition(&p, n))
+                {
+                    Some(renamed) => client.packet(&renamed)?,
+                    None => client.packet(&p)?,
+                },
+                Ok(None) => break,
                 Err(e) => {
                     failure = Some(e);
                     break;
                 }
-            };
-            if p.first() == Some(&0xff) {
-                let e = parse_err(&p);
-                conn.observe_error(&e);
-                failure = Some(crate::backend::conn::backend_error(e));
-                break;
-            }
-            if is_eof(&p) {
-                conn.observe_status(crate::protocol::packets::parse_eof(&p).1);
-                break;
-            }
-            match names
-                .as_ref()
-                .and_then(|(_, n)| rewrite_column_definition(&p, n))
-            {
-                Some(renamed) => client.packet(&renamed)?,
-                None => client.packet(&p)?,
             }
         }
-        self.release_idle();
+        self.txn.release_idle();
         match failure {
             Some(e) => Err(e),
             None => client.rows_end(0, self.status()),

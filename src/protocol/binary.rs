@@ -202,16 +202,33 @@ pub fn param_value(payload: &[u8], p: &BoundParam) -> ParamValue {
     }
 }
 
+/// Long data of one parameter (COM_STMT_SEND_LONG_DATA), kept in the chunks it arrived
+/// in: each goes to the backend as its own COM_STMT_SEND_LONG_DATA, as the server expects
+/// (one packet of the whole value could exceed its `max_allowed_packet` where the chunks
+/// do not).
+#[derive(Debug, Clone, Default)]
+pub struct LongData {
+    /// The chunks, in order.
+    pub chunks: Vec<Vec<u8>>,
+    /// More arrived than the proxy buffers: the execution is refused, as MySQL refuses a
+    /// parameter longer than `max_allowed_packet`.
+    pub overflow: bool,
+}
+
+/// A parameter a backend statement's execution sends.
+#[derive(Debug, Clone, Copy)]
+pub enum SentParam<'a> {
+    /// A client's parameter, as it was bound.
+    Bound(&'a BoundParam),
+    /// An unsigned 64-bit value of the proxy's own (an order id it issued).
+    UInt(u64),
+}
+
 /// A COM_STMT_EXECUTE payload (command byte included) for a backend statement: the given
-/// parameters (a subset, for an INSERT split by shard), types always sent (the backend
-/// statement may be new on that connection), no cursor. `null_override[i]` sends
-/// parameter i as NULL (an unresolved read's empty answer).
-pub fn build_execute(
-    backend_statement: u32,
-    payload: &[u8],
-    params: &[&BoundParam],
-    null_override: &dyn Fn(&BoundParam) -> bool,
-) -> Vec<u8> {
+/// parameters (what that backend statement's placeholders take, in order), types always
+/// sent (the backend statement may be new on that connection), no cursor. `payload` is the
+/// client's execute packet the bound parameters' values are ranges of.
+pub fn build_execute(backend_statement: u32, payload: &[u8], params: &[SentParam<'_>]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + payload.len());
     out.push(0x17);
     out.extend_from_slice(&backend_statement.to_le_bytes());
@@ -222,19 +239,25 @@ pub fn build_execute(
     }
     let mut bitmap = vec![0u8; params.len().div_ceil(8)];
     for (i, p) in params.iter().enumerate() {
-        if p.null || null_override(p) {
+        if matches!(p, SentParam::Bound(b) if b.null) {
             bitmap[i / 8] |= 1 << (i % 8);
         }
     }
     out.extend_from_slice(&bitmap);
     out.push(1);
     for p in params {
-        out.push(p.kind.0);
-        out.push(p.kind.1);
+        let kind = match p {
+            SentParam::Bound(b) => b.kind,
+            SentParam::UInt(_) => (8, UNSIGNED),
+        };
+        out.push(kind.0);
+        out.push(kind.1);
     }
     for p in params {
-        if !(p.null || null_override(p)) {
-            out.extend_from_slice(&payload[p.value.clone()]);
+        match p {
+            SentParam::Bound(b) if !b.null => out.extend_from_slice(&payload[b.value.clone()]),
+            SentParam::Bound(_) => {}
+            SentParam::UInt(v) => out.extend_from_slice(&v.to_le_bytes()),
         }
     }
     out
@@ -298,15 +321,25 @@ mod tests {
     fn the_backend_packet_carries_a_subset_with_types() {
         let p = packet(true);
         let e = parse_execute(&p, 3, None, &[false; 3]).unwrap();
-        let out = build_execute(99, &p, &[&e.params[0], &e.params[2]], &|_| false);
+        let out = build_execute(
+            99,
+            &p,
+            &[
+                SentParam::Bound(&e.params[0]),
+                SentParam::Bound(&e.params[2]),
+            ],
+        );
         let mut want = vec![0x17, 99, 0, 0, 0, 0, 1, 0, 0, 0, 0b00, 1, 8, 0x80, 253, 0];
         want.extend_from_slice(&42u64.to_le_bytes());
         want.extend_from_slice(&[3, b'a', b'b', b'c']);
         assert_eq!(out, want);
-        let nulled = build_execute(99, &p, &[&e.params[0]], &|_| true);
-        assert_eq!(
-            nulled,
-            vec![0x17, 99, 0, 0, 0, 0, 1, 0, 0, 0, 0b1, 1, 8, 0x80]
+        let issued = build_execute(
+            99,
+            &p,
+            &[SentParam::Bound(&e.params[1]), SentParam::UInt(7)],
         );
+        let mut want = vec![0x17, 99, 0, 0, 0, 0, 1, 0, 0, 0, 0b01, 1, 6, 0, 8, 0x80];
+        want.extend_from_slice(&7u64.to_le_bytes());
+        assert_eq!(issued, want);
     }
 }

@@ -66,8 +66,9 @@ pub fn read_lenenc_value<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Option<&'
         return Some(None);
     }
     let len = usize::try_from(read_lenenc_int(buf, pos)?).ok()?;
-    let bytes = buf.get(*pos..*pos + len)?;
-    *pos += len;
+    let end = pos.checked_add(len)?;
+    let bytes = buf.get(*pos..end)?;
+    *pos = end;
     Some(Some(bytes))
 }
 

@@ -1,42 +1,24 @@
 //! Rewriting a statement for one shard: logical table names become physical ones, session
-//! functions become their values, and an INSERT keeps only the shard's rows.
+//! functions become their values, an INSERT keeps only the shard's rows, and a statement
+//! that runs on several shards gets the columns and clauses its merge needs.
 //!
-//! Edits replace token byte ranges in the client's original bytes; everything else
-//! (comments, optimizer hints, modifiers, literals, odd bytes in `_binary` strings) goes
-//! out exactly as the client sent it.
+//! Edits replace byte ranges of the client's original bytes; everything else (comments,
+//! optimizer hints, modifiers, literals, odd bytes in `_binary` strings) goes out exactly as
+//! the client sent it. A rendered statement also lists the parameters its `?` placeholders
+//! take, in order, so a prepared statement's execution binds what each shard's statement
+//! needs (a copied expression takes its parameters again; a replaced one none).
 
-use std::borrow::Cow;
+mod session_fns;
+mod shard;
+
 use std::ops::Range;
 
 use crate::config::{Config, Shard};
-use crate::sql::lexer::Token;
-use crate::sql::{Analysis, EditForm, SessionFn, ShardedPlan, TokSpan, ValueSlot};
+use crate::sql::TokSpan;
+use crate::sql::lexer::{Token, TokenKind};
 
-/// The session values that session functions are replaced with.
-#[derive(Debug, Clone, Default)]
-pub struct SessionValues {
-    /// `LAST_INSERT_ID()`.
-    pub last_insert_id: u64,
-    /// `CONNECTION_ID()`: the proxy's connection id.
-    pub connection_id: u32,
-    /// `DATABASE()`.
-    pub database: Option<String>,
-    /// `ROW_COUNT()`.
-    pub row_count: i64,
-    /// `FOUND_ROWS()`.
-    pub found_rows: u64,
-    /// `USER()`: `name@client-host`.
-    pub user: String,
-    /// `CURRENT_USER()`: `name@%`.
-    pub current_user: String,
-    /// Ids the proxy issued for INSERT rows without the shard key, by row.
-    pub generated_ids: Vec<u64>,
-    /// Those ids go to the backend as parameters (`?`, a prepared statement's execution
-    /// binds them), so the statement text stays the same from one execution to the next.
-    pub generated_as_params: bool,
-    /// The shard key column's name (for the INSERTs that get one).
-    pub shard_key: String,
-}
+pub use session_fns::SessionValues;
+pub use shard::{KeyEdits, row_segments, shard_edits, unsharded_edits};
 
 /// Quotes an identifier with backquotes.
 pub fn quote_ident(name: &str) -> String {
@@ -65,62 +47,59 @@ pub fn quote_string(value: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The value of a session function. In a select list (`metadata`), the value is wrapped so
-/// the column keeps the type, length and nullability of the function itself:
-/// `IF(1, CAST(42 AS UNSIGNED), LAST_INSERT_ID())` is described exactly as
-/// `LAST_INSERT_ID()` is. Elsewhere (WHERE, VALUES) the bare literal keeps index use.
-fn session_fn_text(function: SessionFn, values: &SessionValues, metadata: bool) -> Vec<u8> {
-    let (value, cast, original): (Vec<u8>, Option<&str>, &str) = match function {
-        SessionFn::LastInsertId => (
-            values.last_insert_id.to_string().into_bytes(),
-            Some("UNSIGNED"),
-            "LAST_INSERT_ID()",
-        ),
-        SessionFn::ConnectionId => (
-            values.connection_id.to_string().into_bytes(),
-            Some("UNSIGNED"),
-            "CONNECTION_ID()",
-        ),
-        SessionFn::RowCount => (
-            values.row_count.to_string().into_bytes(),
-            Some("SIGNED"),
-            "ROW_COUNT()",
-        ),
-        SessionFn::FoundRows => (
-            values.found_rows.to_string().into_bytes(),
-            Some("SIGNED"),
-            "FOUND_ROWS()",
-        ),
-        SessionFn::Database => (
-            values
-                .database
-                .as_ref()
-                .map_or(b"NULL".to_vec(), |db| quote_string(db.as_bytes())),
-            None,
-            "DATABASE()",
-        ),
-        SessionFn::User => (quote_string(values.user.as_bytes()), None, "USER()"),
-        SessionFn::CurrentUser => (
-            quote_string(values.current_user.as_bytes()),
-            None,
-            "CURRENT_USER()",
-        ),
-    };
-    if !metadata {
-        return value;
+/// A parameter of a backend statement's execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// The client's parameter with this index (0-based), as it was bound.
+    Client(usize),
+    /// A value of the proxy's own: an order id it issued, as BIGINT UNSIGNED.
+    Value(u64),
+}
+
+/// A piece of replacement text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frag {
+    /// These bytes.
+    Bytes(Vec<u8>),
+    /// A copy of these tokens of the statement, with the edits inside them applied.
+    Tokens(TokSpan),
+    /// A `?` bound to this parameter.
+    Param(Param),
+}
+
+impl Frag {
+    /// Bytes from text.
+    pub fn text(s: impl Into<Vec<u8>>) -> Self {
+        Frag::Bytes(s.into())
     }
-    let value = match cast {
-        Some(cast) => format!("CAST({} AS {cast})", String::from_utf8_lossy(&value)).into_bytes(),
-        None => value,
-    };
-    [
-        b"IF(1, ".as_slice(),
-        &value,
-        b", ",
-        original.as_bytes(),
-        b")",
-    ]
-    .concat()
+}
+
+/// One edit: the bytes `at` of the statement are replaced by `with` (an empty range
+/// inserts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    /// Byte range replaced.
+    pub at: Range<usize>,
+    /// What replaces it.
+    pub with: Vec<Frag>,
+}
+
+/// A part of the output: a range of the statement (edits inside applied) or bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// These bytes of the statement.
+    Original(Range<usize>),
+    /// These bytes.
+    Bytes(Vec<u8>),
+}
+
+/// A statement as one backend receives it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// The text.
+    pub sql: Vec<u8>,
+    /// What its `?` placeholders take, in order.
+    pub params: Vec<Param>,
 }
 
 /// A statement with its tokens, ready to render variants of.
@@ -132,142 +111,97 @@ pub struct Statement<'a> {
 }
 
 impl Statement<'_> {
-    fn bytes_of(&self, span: TokSpan) -> Range<usize> {
+    /// Byte range of a token span.
+    pub fn bytes_of(&self, span: TokSpan) -> Range<usize> {
         self.tokens[span.first as usize].range.start..self.tokens[span.last as usize].range.end
     }
 
-    fn session_edits(
-        &self,
-        analysis: &Analysis,
-        values: &SessionValues,
-    ) -> Vec<(Range<usize>, Vec<u8>)> {
-        analysis
-            .session_fns
+    /// The whole statement with `edits` applied.
+    pub fn render(&self, edits: Vec<Edit>) -> Rendered {
+        self.render_segments(&[Segment::Original(0..self.sql.len())], edits)
+    }
+
+    /// `segments` in order, with `edits` applied inside the original ranges. Edits may not
+    /// overlap; an edit reaching outside every segment is not applied.
+    pub fn render_segments(&self, segments: &[Segment], mut edits: Vec<Edit>) -> Rendered {
+        edits.sort_by_key(|e| (e.at.start, e.at.end));
+        let placeholders: Vec<(usize, usize)> = self
+            .tokens
             .iter()
-            .map(|f| {
-                let range = self.bytes_of(f.span);
-                let mut text = session_fn_text(f.function, values, f.keep_name);
-                if f.keep_name {
-                    text.extend_from_slice(b" AS ");
-                    let name = String::from_utf8_lossy(&self.sql[range.clone()]).into_owned();
-                    text.extend_from_slice(quote_ident(&name).as_bytes());
-                }
-                (range, text)
-            })
-            .collect()
-    }
-
-    /// The statement for the default datasource: session functions replaced, nothing else.
-    pub fn unsharded(&self, analysis: &Analysis, values: &SessionValues) -> Cow<'_, [u8]> {
-        if analysis.session_fns.is_empty() {
-            return Cow::Borrowed(self.sql);
-        }
-        let mut edits = self.session_edits(analysis, values);
-        edits.sort_by_key(|e| e.0.start);
-        Cow::Owned(render(self.sql, 0..self.sql.len(), &edits))
-    }
-
-    /// The statement for one shard. `rows` selects INSERT rows (empty: all); `null_keys`
-    /// replaces the order id values by NULL (an unresolved read's empty answer).
-    pub fn for_shard(
-        &self,
-        analysis: &Analysis,
-        plan: &ShardedPlan,
-        shard: &Shard,
-        rows: &[usize],
-        null_keys: bool,
-        values: &SessionValues,
-    ) -> Vec<u8> {
-        let mut edits = self.session_edits(analysis, values);
-        for edit in &plan.edits {
-            let table = &shard.tables[usize::from(edit.table.0)];
-            let text = match edit.form {
-                EditForm::Qualified => {
-                    format!("{}.{}", quote_ident(&shard.database), quote_ident(table))
-                }
-                EditForm::TableOnly => quote_ident(table),
-            };
-            edits.push((self.bytes_of(edit.span), text.into_bytes()));
-        }
-        if let Some(insert) = plan.key_insert {
-            let key = quote_ident(&values.shard_key);
-            let at = |t: u32| {
-                let end = self.tokens[t as usize].range.end;
-                end..end
-            };
-            match insert {
-                crate::sql::KeyInsert::ColumnList { after } => {
-                    edits.push((at(after), format!("{key}, ").into_bytes()));
-                    for (n, row) in plan.rows.iter().enumerate() {
-                        let id = values.generated_ids.get(n).copied().unwrap_or_default();
-                        let id = if values.generated_as_params {
-                            "?".to_owned()
-                        } else {
-                            id.to_string()
-                        };
-                        edits.push((at(row.span.first), format!("{id}, ").into_bytes()));
-                    }
-                }
-                crate::sql::KeyInsert::Assignments { after } => {
-                    let id = values.generated_ids.first().copied().unwrap_or_default();
-                    let id = if values.generated_as_params {
-                        "?".to_owned()
-                    } else {
-                        id.to_string()
-                    };
-                    edits.push((at(after), format!(" {key} = {id},").into_bytes()));
-                }
+            .filter(|t| t.kind == TokenKind::Placeholder)
+            .enumerate()
+            .map(|(i, t)| (t.range.start, i))
+            .collect();
+        let mut out = Rendered {
+            sql: Vec::with_capacity(self.sql.len() + 64),
+            params: Vec::new(),
+        };
+        let r = Renderer {
+            st: self,
+            edits: &edits,
+            placeholders: &placeholders,
+        };
+        for segment in segments {
+            match segment {
+                Segment::Original(range) => r.range(range.clone(), None, &mut out),
+                Segment::Bytes(b) => out.sql.extend_from_slice(b),
             }
         }
-        if null_keys {
-            for slot in &plan.key_values {
-                if let ValueSlot::Literal { token, .. } = slot {
-                    edits.push((self.tokens[*token as usize].range.clone(), b"NULL".to_vec()));
-                }
-            }
-        }
-        edits.sort_by_key(|e| e.0.start);
-        match (
-            plan.values_span,
-            rows.is_empty() || rows.len() == plan.rows.len(),
-        ) {
-            (Some(span), false) => {
-                let all = self.bytes_of(span);
-                let mut out = render(self.sql, 0..all.start, &edits);
-                for (n, &row) in rows.iter().enumerate() {
-                    if n > 0 {
-                        out.extend_from_slice(b", ");
-                    }
-                    let range = self.bytes_of(plan.rows[row].span);
-                    out.extend_from_slice(&render(self.sql, range, &edits));
-                }
-                out.extend_from_slice(&render(self.sql, all.end..self.sql.len(), &edits));
-                out
-            }
-            _ => render(self.sql, 0..self.sql.len(), &edits),
-        }
+        out
     }
 }
 
-/// The bytes of `range` with the edits that fall inside it applied (edits sorted by start).
-fn render(sql: &[u8], range: Range<usize>, edits: &[(Range<usize>, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(range.len() + 64);
-    let mut at = range.start;
-    for (r, text) in edits {
-        if r.start < at || r.end > range.end {
-            continue;
+struct Renderer<'a, 'b> {
+    st: &'a Statement<'b>,
+    edits: &'a [Edit],
+    placeholders: &'a [(usize, usize)],
+}
+
+impl Renderer<'_, '_> {
+    /// Copies `range`, applying the edits inside it (but `skip`, the edit being expanded).
+    fn range(&self, range: Range<usize>, skip: Option<usize>, out: &mut Rendered) {
+        let mut at = range.start;
+        for (i, e) in self.edits.iter().enumerate() {
+            if Some(i) == skip || e.at.start < at || e.at.end > range.end {
+                continue;
+            }
+            if e.at.start < range.start {
+                continue;
+            }
+            self.copy(at..e.at.start, out);
+            for frag in &e.with {
+                match frag {
+                    Frag::Bytes(b) => out.sql.extend_from_slice(b),
+                    Frag::Param(p) => {
+                        out.sql.push(b'?');
+                        out.params.push(*p);
+                    }
+                    Frag::Tokens(span) => self.range(self.st.bytes_of(*span), Some(i), out),
+                }
+            }
+            at = e.at.end;
         }
-        out.extend_from_slice(&sql[at..r.start]);
-        out.extend_from_slice(text);
-        at = r.end;
+        self.copy(at..range.end, out);
     }
-    out.extend_from_slice(&sql[at..range.end]);
-    out
+
+    /// Copies original bytes; the placeholders among them keep their parameters.
+    fn copy(&self, range: Range<usize>, out: &mut Rendered) {
+        out.sql.extend_from_slice(&self.st.sql[range.clone()]);
+        let first = self
+            .placeholders
+            .partition_point(|(start, _)| *start < range.start);
+        for (start, index) in &self.placeholders[first..] {
+            if *start >= range.end {
+                break;
+            }
+            out.params.push(Param::Client(*index));
+        }
+    }
 }
 
 /// How result column definitions name tables: physical names of one shard back to
 /// logical ones.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResultNames {
     /// The shard's physical database.
     pub physical_database: String,
@@ -304,6 +238,7 @@ impl ResultNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::lexer::{LexMode, lex};
 
     #[test]
     fn quoting() {
@@ -313,10 +248,54 @@ mod tests {
     }
 
     #[test]
-    fn render_applies_only_edits_inside_the_range() {
-        let sql = b"abc def ghi";
-        let edits = vec![(0..3, b"X".to_vec()), (8..11, b"Z".to_vec())];
-        assert_eq!(render(sql, 0..11, &edits), b"X def Z");
-        assert_eq!(render(sql, 4..11, &edits), b"def Z");
+    fn edits_apply_inside_segments_and_copies() {
+        let sql = b"SELECT a FROM t WHERE k = ? ORDER BY t.b";
+        let lexed = lex(sql, LexMode::default());
+        let st = Statement {
+            sql,
+            tokens: &lexed.tokens,
+        };
+        let t = |text: &str| {
+            let i = lexed
+                .tokens
+                .iter()
+                .position(|tok| tok.bytes(sql) == text.as_bytes())
+                .unwrap();
+            i as u32
+        };
+        let table_edits = || {
+            lexed
+                .tokens
+                .iter()
+                .filter(|tok| tok.bytes(sql) == b"t")
+                .map(|tok| Edit {
+                    at: tok.range.clone(),
+                    with: vec![Frag::text("t_7")],
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut edits = table_edits();
+        let from = lexed.tokens[t("FROM") as usize].range.start;
+        let order_key = TokSpan {
+            first: t("ORDER") + 2,
+            last: t("b"),
+        };
+        edits.push(Edit {
+            at: from - 1..from - 1,
+            with: vec![Frag::text(", "), Frag::Tokens(order_key)],
+        });
+        let out = st.render(edits);
+        assert_eq!(
+            String::from_utf8(out.sql).unwrap(),
+            "SELECT a, t_7.b FROM t_7 WHERE k = ? ORDER BY t_7.b"
+        );
+        assert_eq!(out.params, vec![Param::Client(0)]);
+        let segs = [
+            Segment::Original(0..from),
+            Segment::Bytes(b"FROM x".to_vec()),
+        ];
+        let out = st.render_segments(&segs, table_edits());
+        assert_eq!(String::from_utf8(out.sql).unwrap(), "SELECT a FROM x");
+        assert!(out.params.is_empty());
     }
 }

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use thiserror::Error;
 
-use super::stats::Layer;
 use crate::config::{ChannelId, Config};
 
 /// The index table could not answer.
@@ -136,32 +135,42 @@ impl IndexTable for MysqlIndexTable {
     }
 }
 
-/// Cached index answer: a channel, or "not in the index" (kept for a shorter time).
-type CachedAnswer = Option<ChannelId>;
+/// What the route cache knows of an order id: the index table's answer, or that a probe of
+/// every shard found it nowhere (SPEC §4.4, `sharding.unresolved_reads = "probe"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CachedRoute {
+    /// The order's channel (from the index table, the shared tier, or a probe that found
+    /// the order on exactly one shard).
+    Channel(ChannelId),
+    /// The index table has no row for it (kept for `cache.negative_ttl`).
+    NotIndexed,
+    /// No index row and no shard holds it (kept for `cache.negative_ttl`): reads answer "no
+    /// such row" without probing again.
+    Nowhere,
+}
 
 struct AnswerExpiry {
     ttl: Duration,
     negative_ttl: Duration,
 }
 
-impl moka::Expiry<(u64, u64), CachedAnswer> for AnswerExpiry {
+impl moka::Expiry<(u64, u64), CachedRoute> for AnswerExpiry {
     fn expire_after_create(
         &self,
         _key: &(u64, u64),
-        value: &CachedAnswer,
+        value: &CachedRoute,
         _created_at: Instant,
     ) -> Option<Duration> {
-        Some(if value.is_some() {
-            self.ttl
-        } else {
-            self.negative_ttl
+        Some(match value {
+            CachedRoute::Channel(_) => self.ttl,
+            CachedRoute::NotIndexed | CachedRoute::Nowhere => self.negative_ttl,
         })
     }
 
     fn expire_after_update(
         &self,
         key: &(u64, u64),
-        value: &CachedAnswer,
+        value: &CachedRoute,
         updated_at: Instant,
         _duration_until_expiry: Option<Duration>,
     ) -> Option<Duration> {
@@ -170,10 +179,11 @@ impl moka::Expiry<(u64, u64), CachedAnswer> for AnswerExpiry {
 }
 
 /// Layer 0: index answers by `(shard map version, order_id)`. Decoded and context routes
-/// are never cached (SPEC §9.6).
+/// are never cached (SPEC §9.6). Planning only reads it ([`RouteCache::peek`]); what a
+/// statement learnt is written when it runs ([`RouteCache::fill`]).
 #[derive(Clone)]
 pub struct RouteCache {
-    cache: moka::future::Cache<(u64, u64), CachedAnswer>,
+    cache: moka::future::Cache<(u64, u64), CachedRoute>,
     version: u64,
 }
 
@@ -200,41 +210,13 @@ impl RouteCache {
         }
     }
 
-    /// The cached answer and [`Layer::Cache`], or the answer `load` gives with the layer it
-    /// names (the shared tier counts as [`Layer::Cache`], the index table as
-    /// [`Layer::Index`]). Concurrent misses for one id share one load; the callers that
-    /// waited for another's load get [`Layer::Cache`].
-    pub async fn get_or_load<F>(
-        &self,
-        order_id: u64,
-        load: F,
-    ) -> Result<(CachedAnswer, Layer), IndexError>
-    where
-        F: Future<Output = Result<(CachedAnswer, Layer), IndexError>>,
-    {
-        let mut loaded_by = Layer::Cache;
-        let entry = self
-            .cache
-            .entry((self.version, order_id))
-            .or_try_insert_with(async {
-                let (answer, layer) = load.await?;
-                loaded_by = layer;
-                Ok(answer)
-            })
-            .await
-            .map_err(|e: std::sync::Arc<IndexError>| (*e).clone())?;
-        let layer = if entry.is_fresh() {
-            loaded_by
-        } else {
-            Layer::Cache
-        };
-        Ok((entry.into_value(), layer))
+    /// What the cache holds for `order_id`, without changing it.
+    pub async fn peek(&self, order_id: u64) -> Option<CachedRoute> {
+        self.cache.get(&(self.version, order_id)).await
     }
 
-    /// Records an answer known to be true (the proxy just wrote the index row).
-    pub async fn remember(&self, order_id: u64, channel: ChannelId) {
-        self.cache
-            .insert((self.version, order_id), Some(channel))
-            .await;
+    /// Records what is known of `order_id` now.
+    pub async fn fill(&self, order_id: u64, route: CachedRoute) {
+        self.cache.insert((self.version, order_id), route).await;
     }
 }

@@ -1,4 +1,5 @@
-//! Routing: from an analysed statement and its values to the shards it runs on (SPEC §3-4).
+//! Resolving order ids to channels (SPEC §3-4): the layers, the statement's route
+//! context, and what the proxy learns on the way.
 //!
 //! Each order id is resolved in layers; the first that answers wins:
 //! 1. decode the route key ([`crate::id::RouteKeyDecoder`]);
@@ -7,72 +8,42 @@
 //!    shared Redis tier behind it ([`shared_cache`]).
 //!
 //! A write whose id does not decode consults the index even when context is given; a hint
-//! that contradicts the index is refused. Unresolved reads return MySQL's empty answer;
-//! unresolved writes are refused. The router does no I/O but through [`index::IndexTable`]
-//! and the optional [`shared_cache::SharedCache`].
+//! that contradicts the index is refused. Resolving does no I/O but through
+//! [`index::IndexTable`] and the optional [`shared_cache::SharedCache`], and changes
+//! nothing: counters and cache fills are collected in [`Effects`] and applied by
+//! [`Router::apply`] when the statement runs. Statements are planned in [`crate::plan`].
 
+pub mod effects;
 pub mod index;
 pub mod shared_cache;
 pub mod stats;
 pub mod value;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{ChannelId, Config};
-use crate::error::{ER_TRUNCATED_WRONG_VALUE, ProxyError};
-use crate::id::RouteKeyDecoder;
+use crate::error::ProxyError;
+use crate::id::{DecodeFailure, RouteKeyDecoder};
 use crate::sql::hints::RouteHints;
-use crate::sql::{
-    Analysis, ContextKind, ContextSlot, Refusal, ShardedPlan, Target, ValueSlot, Verb,
-};
-use index::{IndexTable, RouteCache};
+use crate::sql::{ContextKind, ContextSlot};
+pub use effects::Effects;
+use index::{CachedRoute, IndexTable, RouteCache};
 use shared_cache::{SharedCache, SharedLookup};
 pub use stats::{Layer, LookupResult, RouteStats};
-use value::{KeyValue, StatementValues};
-
-/// Where a statement runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
-    /// The default datasource, statement unchanged.
-    Unsharded,
-    /// These shards, in order.
-    Shards(Vec<ShardTarget>),
-    /// No order id of the statement can be found: a read runs on `shard` with its order
-    /// id values replaced by NULL, which gives exactly MySQL's answer for a row that does
-    /// not exist (one row of zeros and NULLs for an aggregate).
-    Empty {
-        /// The table's first shard (for column definitions).
-        shard: u32,
-    },
-    /// A write whose order ids match no row (NULL, negative): nothing runs, 0 rows.
-    NoRows,
-}
-
-/// One shard a statement runs on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardTarget {
-    /// Shard number.
-    pub shard: u32,
-    /// For an INSERT split by shard: indices of the rows that go to this shard.
-    pub rows: Vec<usize>,
-}
-
-/// The outcome of routing one statement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoutePlan {
-    /// Where it runs.
-    pub route: Route,
-    /// Index rows the proxy writes before the shard write: inserted orders whose id does
-    /// not decode (SPEC §5).
-    pub index_writes: Vec<(u64, ChannelId)>,
-}
+use value::StatementValues;
 
 /// How one order id was resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Resolution {
-    Channel(ChannelId, Layer),
-    Unresolved,
+pub struct Resolved {
+    /// Its channel; `None` when nothing resolves it.
+    pub channel: Option<ChannelId>,
+    /// The layer that answered ([`Layer::Unresolved`] when none did).
+    pub layer: Layer,
+    /// Why the route key did not decode, when it did not.
+    pub decode_failure: Option<DecodeFailure>,
+    /// A probe of every shard found it nowhere a moment ago (`cache.negative_ttl`): a read
+    /// answers "no such row" without probing again.
+    pub known_nowhere: bool,
 }
 
 /// Routes statements under one configuration.
@@ -154,112 +125,6 @@ impl<I: IndexTable> Router<I> {
         self.shared.as_ref()
     }
 
-    /// Routes a statement. `now_ms` is the current Unix time in ms (decode window).
-    pub async fn route(
-        &self,
-        analysis: &Analysis,
-        values: &StatementValues<'_>,
-        hints: &RouteHints,
-        now_ms: u64,
-    ) -> Result<RoutePlan, ProxyError> {
-        let plan = match &analysis.target {
-            Target::Unsharded => {
-                return Ok(RoutePlan {
-                    route: Route::Unsharded,
-                    index_writes: Vec::new(),
-                });
-            }
-            Target::Refused(Refusal::NotYet(what)) => return Err(ProxyError::not_yet(what)),
-            Target::Refused(Refusal::Unsupported(what)) => {
-                return Err(ProxyError::unsupported(what));
-            }
-            Target::Refused(Refusal::Unparsed(message)) => {
-                return Err(ProxyError::not_yet(format!(
-                    "statements on sharded tables that its SQL parser cannot read (parser: {message})"
-                )));
-            }
-            Target::Sharded(plan) => plan,
-        };
-        if analysis.verb == Verb::Insert {
-            return self.route_insert(plan, values, hints, now_ms).await;
-        }
-        let write = analysis.verb != Verb::Select;
-        let context = self.context(&plan.context, hints, values)?;
-        if plan.key_values.is_empty() {
-            return Err(ProxyError::not_yet(format!(
-                "statements on sharded tables without `{key} = value` or `{key} IN (...)` in the WHERE clause (scatter to every shard comes later)",
-                key = self.config.sharding.shard_key
-            )));
-        }
-        let mut ids = Vec::with_capacity(plan.key_values.len());
-        for slot in &plan.key_values {
-            match values.key(*slot) {
-                KeyValue::Id(id) => ids.push(id),
-                KeyValue::NoMatch => {}
-                KeyValue::Invalid(m) => {
-                    return Err(ProxyError::client(ER_TRUNCATED_WRONG_VALUE, b"22007", m));
-                }
-                KeyValue::Expression => {
-                    return Err(ProxyError::not_yet(format!(
-                        "routing by an expression on {}: give literal values",
-                        self.config.sharding.shard_key
-                    )));
-                }
-            }
-        }
-        let mut shards = BTreeMap::new();
-        let mut channels = Vec::new();
-        for &id in &ids {
-            match self.resolve(id, write, context, now_ms).await? {
-                Resolution::Channel(channel, _) => {
-                    shards.insert(self.config.shard_of(channel, id), ());
-                    channels.push(channel);
-                }
-                Resolution::Unresolved if write => {
-                    return Err(ProxyError::unroutable(format!(
-                        "cannot route this write: {key} {id} does not carry a route key and the index table has no row for it; name its channel with a `{ch}` predicate or a /*route_key='...'*/ hint",
-                        key = self.config.sharding.shard_key,
-                        ch = self.config.sharding.channel_column,
-                    )));
-                }
-                Resolution::Unresolved => {}
-            }
-        }
-        if shards.is_empty() {
-            let route = if write {
-                Route::NoRows
-            } else {
-                Route::Empty {
-                    shard: self.first_shard(),
-                }
-            };
-            return Ok(RoutePlan {
-                route,
-                index_writes: Vec::new(),
-            });
-        }
-        if shards.len() > 1 && plan.needs_merge {
-            return Err(ProxyError::not_yet(
-                "ORDER BY, LIMIT, GROUP BY, DISTINCT or aggregates over order ids on several shards (cross-shard merging comes later)",
-            ));
-        }
-        if analysis.verb == Verb::Update {
-            self.check_update(plan, values, &ids, &channels)?;
-        }
-        Ok(RoutePlan {
-            route: Route::Shards(
-                shards
-                    .into_keys()
-                    .map(|shard| ShardTarget {
-                        shard,
-                        rows: Vec::new(),
-                    })
-                    .collect(),
-            ),
-            index_writes: Vec::new(),
-        })
-    }
-
     /// The lowest shard of any channel: where unresolved reads get their empty answer.
     pub fn first_shard(&self) -> u32 {
         self.config
@@ -270,165 +135,9 @@ impl<I: IndexTable> Router<I> {
             .unwrap_or(0)
     }
 
-    /// An UPDATE may not move an order: `order_id` only to its own value, the channel or
-    /// region only to values of the same channel.
-    fn check_update(
-        &self,
-        plan: &ShardedPlan,
-        values: &StatementValues<'_>,
-        ids: &[u64],
-        channels: &[ChannelId],
-    ) -> Result<(), ProxyError> {
-        let key = &self.config.sharding.shard_key;
-        if let Some(slot) = plan.sets_key {
-            let unchanged = ids.len() == 1 && values.key(slot) == KeyValue::Id(ids[0]);
-            if !unchanged {
-                return Err(ProxyError::unsupported(format!(
-                    "changing {key}: an order keeps its id (it decides the shard)"
-                )));
-            }
-        }
-        for slot in &plan.sets_context {
-            let target = self.claim(slot, values);
-            if target.is_none() || channels.iter().any(|c| Some(*c) != target) {
-                return Err(ProxyError::unsupported(format!(
-                    "setting the {} column to a value of another channel: the order would sit on the wrong shard",
-                    match slot.kind {
-                        ContextKind::Channel => &self.config.sharding.channel_column,
-                        ContextKind::Region => &self.config.sharding.region_column,
-                    }
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// The channel each row of an INSERT names through its channel/region column or the
-    /// statement's hints (`None` for a row that names none): where the proxy issues the ids
-    /// of an INSERT without the shard key (SPEC §6).
-    pub fn insert_channels(
-        &self,
-        plan: &ShardedPlan,
-        values: &StatementValues<'_>,
-        hints: &RouteHints,
-    ) -> Result<Vec<Option<ChannelId>>, ProxyError> {
-        plan.rows
-            .iter()
-            .map(|row| self.context(&Self::row_context(row), hints, values))
-            .collect()
-    }
-
-    fn row_context(row: &crate::sql::InsertRow) -> Vec<ContextSlot> {
-        let mut slots: Vec<ContextSlot> = Vec::with_capacity(2);
-        slots.extend(row.channel.map(|value| ContextSlot {
-            kind: ContextKind::Channel,
-            value,
-        }));
-        slots.extend(row.region.map(|value| ContextSlot {
-            kind: ContextKind::Region,
-            value,
-        }));
-        slots
-    }
-
-    async fn route_insert(
-        &self,
-        plan: &ShardedPlan,
-        values: &StatementValues<'_>,
-        hints: &RouteHints,
-        now_ms: u64,
-    ) -> Result<RoutePlan, ProxyError> {
-        let key = &self.config.sharding.shard_key;
-        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        let mut index_writes = Vec::new();
-        for (i, row) in plan.rows.iter().enumerate() {
-            let Some(slot) = row.order_id else {
-                return Err(ProxyError::not_yet(format!(
-                    "INSERT into a sharded table without {key}: leave the column out of an INSERT into the orders table to have the proxy issue one"
-                )));
-            };
-            let id = match values.key(slot) {
-                KeyValue::Id(id) => id,
-                KeyValue::NoMatch => {
-                    return Err(ProxyError::unroutable(format!(
-                        "cannot route this INSERT: row {} has no usable {key} (NULL or negative); leave the column out to have the proxy issue one",
-                        i + 1
-                    )));
-                }
-                KeyValue::Invalid(m) => {
-                    return Err(ProxyError::client(ER_TRUNCATED_WRONG_VALUE, b"22007", m));
-                }
-                KeyValue::Expression => {
-                    return Err(ProxyError::not_yet(format!(
-                        "INSERT with an expression as {key}: give a literal value"
-                    )));
-                }
-            };
-            let context = self.context(&Self::row_context(row), hints, values)?;
-            if let (ValueSlot::Generated(_), Some(channel)) = (slot, context) {
-                // An id the proxy just issued for this row's channel: a route-key id decodes;
-                // a legacy-format one (channel not switched on yet) gets its index row.
-                if self.decoder.decode(id, now_ms).is_ok() {
-                    self.stats.count(Layer::Decode);
-                } else {
-                    self.stats.count(Layer::Context);
-                    index_writes.push((id, channel));
-                }
-                by_shard
-                    .entry(self.config.shard_of(channel, id))
-                    .or_default()
-                    .push(i);
-                continue;
-            }
-            match self.resolve(id, true, context, now_ms).await? {
-                Resolution::Channel(channel, layer) => {
-                    // The row's own channel/region values must agree with its id: the
-                    // row would sit on its id's shard with another channel's values (an
-                    // UPDATE to that state is refused the same way).
-                    if let Some(slot) = Self::row_context(row)
-                        .iter()
-                        .find(|s| self.claim(s, values).is_some_and(|c| c != channel))
-                    {
-                        return Err(ProxyError::unroutable(format!(
-                            "row {} of this INSERT: {key} {id} belongs to {} but its {} value '{}' names another channel; refusing the insert",
-                            i + 1,
-                            self.config.channel(channel).name,
-                            match slot.kind {
-                                ContextKind::Channel => &self.config.sharding.channel_column,
-                                ContextKind::Region => &self.config.sharding.region_column,
-                            },
-                            values.text(slot.value).unwrap_or_default(),
-                        )));
-                    }
-                    if layer == Layer::Context {
-                        index_writes.push((id, channel));
-                    }
-                    by_shard
-                        .entry(self.config.shard_of(channel, id))
-                        .or_default()
-                        .push(i);
-                }
-                Resolution::Unresolved => {
-                    return Err(ProxyError::unroutable(format!(
-                        "cannot route this INSERT: {key} {id} does not carry a route key, the index table has no row for it, and the row names no known channel or region"
-                    )));
-                }
-            }
-        }
-        Ok(RoutePlan {
-            route: Route::Shards(
-                by_shard
-                    .into_iter()
-                    .map(|(shard, rows)| ShardTarget { shard, rows })
-                    .collect(),
-            ),
-            index_writes,
-        })
-    }
-
     /// The channel a context value claims; `None` for values that name no configured
     /// channel or region (such a predicate is data, not a route).
-    fn claim(&self, slot: &ContextSlot, values: &StatementValues<'_>) -> Option<ChannelId> {
+    pub fn claim(&self, slot: &ContextSlot, values: &StatementValues<'_>) -> Option<ChannelId> {
         let text = values.text(slot.value)?;
         match slot.kind {
             ContextKind::Channel => self.config.channel_by_name(&text),
@@ -436,35 +145,48 @@ impl<I: IndexTable> Router<I> {
         }
     }
 
-    /// The statement's route context: predicates and hints must agree.
-    fn context(
+    /// The statement's (or an INSERT row's) route context: hints and predicates must
+    /// agree. On a write, a `region` value is data (a customer of one region buys on
+    /// another channel's site) once a `channel` value or a channel hint names the channel:
+    /// only channels must then agree.
+    pub fn context(
         &self,
         slots: &[ContextSlot],
         hints: &RouteHints,
         values: &StatementValues<'_>,
+        write: bool,
     ) -> Result<Option<ChannelId>, ProxyError> {
-        let mut claims: Vec<(ChannelId, String)> = Vec::new();
+        let mut claims: Vec<(ChannelId, String, ContextKind)> = Vec::new();
         if let Some(name) = &hints.route_key {
             let channel = self.config.channel_by_name(name).ok_or_else(|| {
                 ProxyError::unroutable(format!("route hint names an unknown channel '{name}'"))
             })?;
-            claims.push((channel, format!("route_key='{name}'")));
+            claims.push((channel, format!("route_key='{name}'"), ContextKind::Channel));
         }
         if let Some(region) = &hints.region {
             let channel = self.config.channel_by_region(region).ok_or_else(|| {
                 ProxyError::unroutable(format!("route hint names an unknown region '{region}'"))
             })?;
-            claims.push((channel, format!("region='{region}'")));
+            claims.push((channel, format!("region='{region}'"), ContextKind::Region));
         }
         for slot in slots {
             if let Some(channel) = self.claim(slot, values) {
-                claims.push((channel, values.text(slot.value).unwrap_or_default()));
+                claims.push((
+                    channel,
+                    values.text(slot.value).unwrap_or_default(),
+                    slot.kind,
+                ));
             }
         }
-        let Some((first, first_text)) = claims.first() else {
+        if write && claims.iter().any(|c| c.2 == ContextKind::Channel) {
+            // The region hint stays a claim; region values are the order's data.
+            let hinted_region = hints.region.as_ref().map(|r| format!("region='{r}'"));
+            claims.retain(|c| c.2 == ContextKind::Channel || Some(&c.1) == hinted_region.as_ref());
+        }
+        let Some((first, first_text, _)) = claims.first() else {
             return Ok(None);
         };
-        if let Some((_, other)) = claims.iter().find(|(c, _)| c != first) {
+        if let Some((_, other, _)) = claims.iter().find(|(c, _, _)| c != first) {
             return Err(ProxyError::unroutable(format!(
                 "conflicting route context: '{first_text}' and '{other}' name different channels"
             )));
@@ -472,60 +194,84 @@ impl<I: IndexTable> Router<I> {
         Ok(Some(*first))
     }
 
-    /// Resolves one order id through the layers.
-    async fn resolve(
+    /// Resolves one order id through the layers; what it counts and learns goes to `fx`.
+    /// A write whose id does not decode asks the index even when `context` names a
+    /// channel, and is refused when the index names another one.
+    pub async fn resolve(
         &self,
         id: u64,
         write: bool,
         context: Option<ChannelId>,
         now_ms: u64,
-    ) -> Result<Resolution, ProxyError> {
-        match self.decoder.decode(id, now_ms) {
+        fx: &mut Effects,
+    ) -> Result<Resolved, ProxyError> {
+        let decode_failure = match self.decoder.decode(id, now_ms) {
             Ok(channel) => {
                 if context.is_some_and(|c| c != channel) {
-                    self.stats.count_context_conflict();
+                    fx.context_conflicts += 1;
                 }
-                self.stats.count(Layer::Decode);
-                return Ok(Resolution::Channel(channel, Layer::Decode));
+                fx.layers.push(Layer::Decode);
+                return Ok(Resolved {
+                    channel: Some(channel),
+                    layer: Layer::Decode,
+                    decode_failure: None,
+                    known_nowhere: false,
+                });
             }
-            Err(reason) => self.stats.count_decode_failure(reason),
-        }
+            Err(reason) => {
+                fx.decode_failures.push(reason);
+                reason
+            }
+        };
+        let resolved = |channel, layer| Resolved {
+            channel,
+            layer,
+            decode_failure: Some(decode_failure),
+            known_nowhere: false,
+        };
         if !write {
             if let Some(channel) = context {
-                self.stats.count(Layer::Context);
-                return Ok(Resolution::Channel(channel, Layer::Context));
+                fx.layers.push(Layer::Context);
+                return Ok(resolved(Some(channel), Layer::Context));
             }
         }
-        let (indexed, layer) = self.cache.get_or_load(id, self.load(id)).await?;
-        let resolution = match (indexed, context) {
-            (Some(indexed), Some(claimed)) if indexed != claimed => {
+        let (known, layer) = self.lookup(id, fx).await?;
+        let result = match (known, context) {
+            (CachedRoute::Channel(indexed), Some(claimed)) if write && indexed != claimed => {
                 return Err(ProxyError::unroutable(format!(
                     "the route context names {} but the index table says order {id} belongs to {}; refusing the write",
                     self.config.channel(claimed).name,
                     self.config.channel(indexed).name
                 )));
             }
-            (Some(indexed), _) => Resolution::Channel(indexed, layer),
-            (None, Some(claimed)) => {
-                self.stats.count_hint_followed();
-                Resolution::Channel(claimed, Layer::Context)
+            (CachedRoute::Channel(indexed), _) => resolved(Some(indexed), layer),
+            (_, Some(claimed)) => {
+                fx.hints_followed += 1;
+                resolved(Some(claimed), Layer::Context)
             }
-            (None, None) => Resolution::Unresolved,
+            (CachedRoute::Nowhere, None) => Resolved {
+                known_nowhere: true,
+                ..resolved(None, Layer::Unresolved)
+            },
+            (CachedRoute::NotIndexed, None) => resolved(None, Layer::Unresolved),
         };
-        self.stats.count(match resolution {
-            Resolution::Channel(_, layer) => layer,
-            Resolution::Unresolved => Layer::Unresolved,
-        });
-        Ok(resolution)
+        fx.layers.push(result.layer);
+        Ok(result)
     }
 
-    /// An answer the in-process cache does not hold: from the shared tier ([`Layer::Cache`]),
-    /// else from the index table ([`Layer::Index`]), whose found channel is then written
-    /// back to the shared tier.
-    async fn load(&self, id: u64) -> Result<(Option<ChannelId>, Layer), index::IndexError> {
+    /// What the caches or the index table know of `id`, and the layer that answered:
+    /// the in-process cache, else the shared tier ([`Layer::Cache`]), else the index table
+    /// ([`Layer::Index`]). Nothing is written: the answers go to `fx`.
+    async fn lookup(&self, id: u64, fx: &mut Effects) -> Result<(CachedRoute, Layer), ProxyError> {
+        if let Some(known) = self.cache.peek(id).await {
+            return Ok((known, Layer::Cache));
+        }
         if let Some(shared) = &self.shared {
-            if let SharedLookup::Hit(channel) = shared.get(id).await {
-                return Ok((Some(channel), Layer::Cache));
+            let (lookup, outcome) = shared.get(id).await;
+            fx.shared_lookups.push(outcome);
+            if let SharedLookup::Hit(channel) = lookup {
+                fx.cache_fills.push((id, CachedRoute::Channel(channel)));
+                return Ok((CachedRoute::Channel(channel), Layer::Cache));
             }
         }
         let started = std::time::Instant::now();
@@ -542,12 +288,62 @@ impl<I: IndexTable> Router<I> {
             Ok(None) => LookupResult::NotFound,
             Err(_) => LookupResult::Error,
         };
-        self.stats.count_lookup(result, started.elapsed());
-        let indexed = looked_up?;
-        if let (Some(shared), Some(channel)) = (&self.shared, indexed) {
-            shared.put(id, channel);
+        fx.lookups.push((result, started.elapsed()));
+        let known = match looked_up? {
+            Some(channel) => {
+                fx.shared_puts.push((id, channel));
+                CachedRoute::Channel(channel)
+            }
+            None => CachedRoute::NotIndexed,
+        };
+        fx.cache_fills.push((id, known));
+        Ok((known, Layer::Index))
+    }
+
+    /// Applies what a statement's planning collected: counters, cache fills, writes to
+    /// the shared tier. Called when the statement runs (never for EXPLAIN ROUTE).
+    pub async fn apply(&self, fx: &Effects) {
+        for layer in &fx.layers {
+            self.stats.count(*layer);
         }
-        Ok((indexed, Layer::Index))
+        for reason in &fx.decode_failures {
+            self.stats.count_decode_failure(*reason);
+        }
+        for _ in 0..fx.context_conflicts {
+            self.stats.count_context_conflict();
+        }
+        for _ in 0..fx.hints_followed {
+            self.stats.count_hint_followed();
+        }
+        for (result, took) in &fx.lookups {
+            self.stats.count_lookup(*result, *took);
+        }
+        for (id, known) in &fx.cache_fills {
+            self.cache.fill(*id, *known).await;
+        }
+        if let Some(shared) = &self.shared {
+            for outcome in &fx.shared_lookups {
+                shared.record(*outcome);
+            }
+            for (id, channel) in &fx.shared_puts {
+                shared.put(*id, *channel);
+            }
+        }
+    }
+
+    /// What a probe of every shard learnt of an id (SPEC §4.4, `unresolved_reads =
+    /// "probe"`): found on exactly one shard, its channel is cached, in-process and in the
+    /// shared tier, never in the index table; found nowhere, a negative entry.
+    pub async fn learn_from_probe(&self, id: u64, channel: Option<ChannelId>) {
+        match channel {
+            Some(channel) => {
+                self.cache.fill(id, CachedRoute::Channel(channel)).await;
+                if let Some(shared) = &self.shared {
+                    shared.put(id, channel);
+                }
+            }
+            None => self.cache.fill(id, CachedRoute::Nowhere).await,
+        }
     }
 
     /// Writes the index row of an inserted order whose id does not decode, before the
@@ -557,7 +353,7 @@ impl<I: IndexTable> Router<I> {
         let stored = self.index.insert(id, name).await?;
         match self.config.channel_by_name(&stored) {
             Some(c) if c == channel => {
-                self.cache.remember(id, channel).await;
+                self.cache.fill(id, CachedRoute::Channel(channel)).await;
                 if let Some(shared) = &self.shared {
                     shared.put(id, channel);
                 }
@@ -569,6 +365,3 @@ impl<I: IndexTable> Router<I> {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -38,6 +38,19 @@ pub enum SharedLookup {
     Unavailable,
 }
 
+/// What one lookup was, for the tier's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedOutcome {
+    /// A known channel.
+    Hit,
+    /// No key.
+    Miss,
+    /// The call failed, timed out, or named an unknown channel.
+    Error,
+    /// Not sent: the tier is skipped after a recent failure.
+    Skipped,
+}
+
 /// Counters of the shared tier; cheap to bump from any task.
 #[derive(Debug, Default)]
 pub struct SharedCacheStats {
@@ -142,40 +155,45 @@ impl SharedCache {
         self.inner.stats.clone()
     }
 
-    /// The channel Redis holds for `order_id`. Never waits longer than `cache.redis_timeout`;
-    /// answers [`SharedLookup::Unavailable`] at once while the tier is skipped.
-    pub async fn get(&self, order_id: u64) -> SharedLookup {
+    /// The channel Redis holds for `order_id`, and what the lookup was for the counters
+    /// (counted by [`SharedCache::record`] when the statement runs, so a plan shown by
+    /// EXPLAIN ROUTE counts nothing). Never waits longer than `cache.redis_timeout`; answers
+    /// [`SharedLookup::Unavailable`] at once while the tier is skipped.
+    pub async fn get(&self, order_id: u64) -> (SharedLookup, SharedOutcome) {
         let inner = &self.inner;
         if inner.skipping() {
-            SharedCacheStats::bump(&inner.stats.skipped);
-            return SharedLookup::Unavailable;
+            return (SharedLookup::Unavailable, SharedOutcome::Skipped);
         }
         let mut get = redis::cmd("GET");
         get.arg(inner.key(order_id));
         match inner.call::<Option<String>>(&get).await {
             Ok(Some(name)) => match inner.config.channel_by_name(&name) {
-                Some(channel) => {
-                    SharedCacheStats::bump(&inner.stats.hit);
-                    SharedLookup::Hit(channel)
-                }
+                Some(channel) => (SharedLookup::Hit(channel), SharedOutcome::Hit),
                 None => {
-                    SharedCacheStats::bump(&inner.stats.error);
                     tracing::warn!(
                         channel = %name,
                         "the Redis route cache names a channel this configuration does not know; ignored"
                     );
-                    SharedLookup::Miss
+                    (SharedLookup::Miss, SharedOutcome::Error)
                 }
             },
-            Ok(None) => {
-                SharedCacheStats::bump(&inner.stats.miss);
-                SharedLookup::Miss
-            }
+            Ok(None) => (SharedLookup::Miss, SharedOutcome::Miss),
             Err(e) => {
                 inner.failed(&e);
-                SharedLookup::Unavailable
+                (SharedLookup::Unavailable, SharedOutcome::Error)
             }
         }
+    }
+
+    /// Counts a lookup [`SharedCache::get`] made.
+    pub fn record(&self, outcome: SharedOutcome) {
+        let stats = &self.inner.stats;
+        SharedCacheStats::bump(match outcome {
+            SharedOutcome::Hit => &stats.hit,
+            SharedOutcome::Miss => &stats.miss,
+            SharedOutcome::Error => &stats.error,
+            SharedOutcome::Skipped => &stats.skipped,
+        });
     }
 
     /// Writes `order_id -> channel` to Redis, kept for `cache.ttl`. Returns at once: the write
@@ -202,7 +220,10 @@ impl SharedCache {
                 .arg(ttl_ms);
             match inner.call::<()>(&set).await {
                 Ok(()) => SharedCacheStats::bump(&inner.stats.writes),
-                Err(e) => inner.failed(&e),
+                Err(e) => {
+                    SharedCacheStats::bump(&inner.stats.error);
+                    inner.failed(&e);
+                }
             }
             inner.writes_in_flight.fetch_sub(1, Ordering::Relaxed);
         });
@@ -254,9 +275,8 @@ impl Inner {
             .cloned()
     }
 
-    /// Counts a failed call and skips the tier for `retry_after`.
+    /// Skips the tier for `retry_after` after a failed call.
     fn failed(&self, error: &str) {
-        SharedCacheStats::bump(&self.stats.error);
         let retry_after_ms = u64::try_from(self.tier.retry_after.as_millis()).unwrap_or(u64::MAX);
         self.skip_until_ms.store(
             self.now_ms().saturating_add(retry_after_ms),
@@ -312,16 +332,23 @@ mod tests {
         );
     }
 
+    /// A lookup counted as a statement's would be.
+    async fn counted(shared: &SharedCache, id: u64) -> SharedLookup {
+        let (lookup, outcome) = shared.get(id).await;
+        shared.record(outcome);
+        lookup
+    }
+
     #[tokio::test]
     async fn a_redis_that_is_down_is_one_error_then_skipped_until_retry_after() {
         let url = format!("redis://127.0.0.1:{}", closed_port());
         let shared = SharedCache::new(config(&url, Duration::from_millis(300))).unwrap();
-        assert_eq!(shared.get(1).await, SharedLookup::Unavailable);
+        assert_eq!(counted(&shared, 1).await, SharedLookup::Unavailable);
         let counts = shared.stats().snapshot();
         assert_eq!((counts.error, counts.skipped), (1, 0), "{counts:?}");
         let started = Instant::now();
         for id in 2..100 {
-            assert_eq!(shared.get(id).await, SharedLookup::Unavailable);
+            assert_eq!(counted(&shared, id).await, SharedLookup::Unavailable);
         }
         shared.put(3, ChannelId(0)); // dropped while skipped
         assert!(
@@ -331,7 +358,7 @@ mod tests {
         let counts = shared.stats().snapshot();
         assert_eq!((counts.error, counts.skipped), (1, 98), "{counts:?}");
         tokio::time::sleep(Duration::from_millis(350)).await;
-        assert_eq!(shared.get(1).await, SharedLookup::Unavailable);
+        assert_eq!(counted(&shared, 1).await, SharedLookup::Unavailable);
         let counts = shared.stats().snapshot();
         assert_eq!(
             (counts.error, counts.writes),
@@ -354,7 +381,7 @@ mod tests {
         let url = format!("redis://127.0.0.1:{port}");
         let shared = SharedCache::new(config(&url, Duration::from_secs(5))).unwrap();
         let started = Instant::now();
-        assert_eq!(shared.get(1).await, SharedLookup::Unavailable);
+        assert_eq!(counted(&shared, 1).await, SharedLookup::Unavailable);
         let waited = started.elapsed();
         assert!(
             waited >= Duration::from_millis(190) && waited < Duration::from_millis(1000),

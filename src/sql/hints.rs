@@ -14,12 +14,15 @@ pub struct RouteHints {
     pub route_key: Option<String>,
     /// `region='GB'`: a region code.
     pub region: Option<String>,
+    /// `scatter='allow'` or `scatter='refuse'`: overrides the user's `scatter` setting for
+    /// this statement (true: allow).
+    pub scatter: Option<bool>,
 }
 
 impl RouteHints {
     /// No hint given.
     pub fn is_empty(&self) -> bool {
-        self.route_key.is_none() && self.region.is_none()
+        self.route_key.is_none() && self.region.is_none() && self.scatter.is_none()
     }
 }
 
@@ -30,10 +33,31 @@ pub fn route_hints(sql: &[u8], comments: &[Comment]) -> Result<RouteHints, Strin
     for comment in comments.iter().filter(|c| !c.optimizer_hint) {
         let body = &sql[comment.body.clone()];
         // Cheap test first: most comments carry no hint.
-        if !contains(body, b"route_key") && !contains(body, b"region") {
+        if !contains(body, b"route_key")
+            && !contains(body, b"region")
+            && !contains(body, b"scatter")
+        {
             continue;
         }
         for (key, value) in pairs(body) {
+            if key == "scatter" {
+                let allow = match value.to_ascii_lowercase().as_str() {
+                    "allow" => true,
+                    "refuse" => false,
+                    _ => {
+                        return Err(format!(
+                            "scatter hint: '{value}' is neither 'allow' nor 'refuse'"
+                        ));
+                    }
+                };
+                match hints.scatter {
+                    Some(old) if old != allow => {
+                        return Err("conflicting scatter hints".to_owned());
+                    }
+                    _ => hints.scatter = Some(allow),
+                }
+                continue;
+            }
             let slot = match key.as_str() {
                 "route_key" => &mut hints.route_key,
                 "region" => &mut hints.region,

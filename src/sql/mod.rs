@@ -175,7 +175,7 @@ pub struct SessionFnUse {
 }
 
 /// What the router needs to know about a data statement.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Analysis {
     /// What the statement does.
     pub verb: Verb,
@@ -189,7 +189,7 @@ pub struct Analysis {
 }
 
 /// Where a statement runs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Target {
     /// No sharded table: the default datasource, statement unchanged.
     Unsharded,
@@ -212,7 +212,7 @@ pub enum Refusal {
 }
 
 /// The routing plan of a statement on sharded tables.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ShardedPlan {
     /// Every reference to a sharded table, to rewrite.
     pub edits: Vec<TableEdit>,
@@ -236,4 +236,50 @@ pub struct ShardedPlan {
     pub key_insert: Option<KeyInsert>,
     /// UPDATE assigns the channel or region column.
     pub sets_context: Vec<ContextSlot>,
+    /// A SELECT: how it runs on several shards and how their results merge.
+    pub multi: Option<Box<MultiShard>>,
+}
+
+/// A piece of a column the proxy adds to a statement: text, or a copy of tokens of the
+/// statement (an expression it orders, groups or aggregates by).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// This text.
+    Text(&'static str),
+    /// These tokens, as the shard's statement has them (table names rewritten).
+    Tokens(TokSpan),
+}
+
+/// `LIMIT` of a SELECT: where it stands and its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitClause {
+    /// The clause's tokens, `LIMIT` included.
+    pub span: TokSpan,
+    /// The row count.
+    pub count: ValueSlot,
+    /// The offset (`LIMIT o, n` or `LIMIT n OFFSET o`).
+    pub offset: Option<ValueSlot>,
+    /// Each shard gets `LIMIT offset + count` (rows are cut after the merge); else the
+    /// clause is removed from the shards' statements (grouped statements: groups are
+    /// complete only after the merge).
+    pub push_down: bool,
+}
+
+/// How a SELECT on sharded tables runs on several shards and how their results merge
+/// into what one table would answer (SPEC §5). Made once per statement shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiShard {
+    /// Columns each shard's statement gets after the client's (hidden from it).
+    pub hidden: Vec<Vec<Piece>>,
+    /// The token the hidden columns are inserted before: the top-level `FROM`.
+    pub insert_before: u32,
+    /// Clauses removed from the shards' statements (HAVING; ORDER BY when grouped).
+    pub removed: Vec<TokSpan>,
+    /// The LIMIT clause.
+    pub limit: Option<LimitClause>,
+    /// The merge; its offset, limit and row cap are set when the statement is planned.
+    pub merge: crate::merge::MergeSpec,
+    /// Why the results of several shards cannot be merged exactly, when they cannot: the
+    /// statement is refused when it reaches more than one shard.
+    pub refused: Option<String>,
 }

@@ -1,19 +1,18 @@
 //! Turns the raw TOML into a [`Config`], checking everything that serde cannot: references
 //! between sections, unique codes, a complete shard map without overlaps.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::UNIX_EPOCH;
 
 use toml::Spanned;
 
-use super::raw::{RawConfig, RawSharding};
+use super::raw::RawConfig;
 use super::*;
 use sources::{cache, secret};
 
+mod sharding;
 mod sources;
 
 /// Errors carry the file name and a line computed from a byte offset.
@@ -78,6 +77,8 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
             Ok(User {
                 name: u.name.clone(),
                 password,
+                scatter: u.scatter,
+                scatter_writes: u.scatter_writes,
             })
         })
         .collect::<Result<Vec<_>, ConfigError>>()?;
@@ -99,7 +100,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
                 )
             })
     };
-    let sharding = sharding(&c, &raw.sharding, &channels, &raw.channels, &lookup_ds)?;
+    let sharding = sharding::sharding(&c, &raw.sharding, &channels, &raw.channels, &lookup_ds)?;
     let index = IndexTable {
         datasource: lookup_ds(&raw.index.datasource, "index.datasource")?,
         database: raw.index.database.clone(),
@@ -400,160 +401,6 @@ fn regions(
 /// Resolves a datasource name written at some key.
 type DatasourceLookup<'a> =
     dyn Fn(&Spanned<String>, &str) -> Result<DatasourceId, ConfigError> + 'a;
-
-fn sharding(
-    c: &Checker,
-    raw: &RawSharding,
-    channels: &[Channel],
-    raw_channels: &[super::raw::RawChannel],
-    lookup_ds: &DatasourceLookup<'_>,
-) -> Result<Sharding, ConfigError> {
-    let per_channel = *raw.shards_per_channel.get_ref();
-    if per_channel == 0 {
-        return Err(c.at(
-            &raw.shards_per_channel,
-            "sharding.shards_per_channel: must be at least 1",
-        ));
-    }
-    let tables: Vec<String> = raw
-        .binding_tables
-        .get_ref()
-        .iter()
-        .map(|t| t.to_ascii_lowercase())
-        .collect();
-    if tables.is_empty() || tables.len() > 255 {
-        return Err(c.at(
-            &raw.binding_tables,
-            "sharding.binding_tables: between 1 and 255 tables",
-        ));
-    }
-    for (i, t) in tables.iter().enumerate() {
-        if tables[..i].contains(t) {
-            return Err(c.at(
-                &raw.binding_tables,
-                format!("sharding.binding_tables: `{t}` listed twice"),
-            ));
-        }
-    }
-
-    // Channel ranges must not overlap. Errors point at the channel's base_shard.
-    let mut used: BTreeMap<u32, usize> = BTreeMap::new();
-    for (i, ch) in channels.iter().enumerate() {
-        let base = &raw_channels[i].base_shard;
-        let end = ch.base_shard.checked_add(per_channel).ok_or_else(|| {
-            c.at(
-                base,
-                format!("channels[{i}].base_shard: {} is too large", ch.base_shard),
-            )
-        })?;
-        for shard in ch.base_shard..end {
-            if let Some(other) = used.insert(shard, i) {
-                return Err(c.at(
-                    base,
-                    format!(
-                        "channels[{i}].base_shard: shard {shard} belongs to both {} and {} (base_shard + shards_per_channel ranges overlap)",
-                        channels[other].name, ch.name
-                    ),
-                ));
-            }
-        }
-    }
-    let shard_count = used.keys().next_back().map_or(0, |s| s + 1);
-
-    // Shard ranges: no overlap, every channel shard mapped.
-    let mut owner: Vec<Option<DatasourceId>> = vec![None; shard_count as usize];
-    for (i, range) in raw.shards.iter().enumerate() {
-        let key = format!("sharding.shards[{i}]");
-        let (first, last) = (*range.first.get_ref(), *range.last.get_ref());
-        if first > last {
-            return Err(c.at(
-                &range.first,
-                format!("{key}: first {first} is after last {last}"),
-            ));
-        }
-        let ds = lookup_ds(&range.datasource, &format!("{key}.datasource"))?;
-        for shard in first..=last {
-            if shard >= shard_count {
-                return Err(c.at(
-                    &range.last,
-                    format!("{key}: shard {shard} belongs to no channel"),
-                ));
-            }
-            let slot = &mut owner[shard as usize];
-            if slot.is_some() {
-                return Err(c.at(
-                    &range.first,
-                    format!("{key}: shard {shard} is mapped twice (overlapping ranges)"),
-                ));
-            }
-            *slot = Some(ds);
-        }
-    }
-    let mut shards = Vec::with_capacity(shard_count as usize);
-    for (shard, ds) in owner.iter().enumerate() {
-        let shard = shard as u32;
-        let ds = match ds {
-            Some(ds) => *ds,
-            None if used.contains_key(&shard) => {
-                let i = used[&shard];
-                return Err(c.at(
-                    &raw_channels[i].base_shard,
-                    format!(
-                        "sharding.shards: shard {shard} of {} is not mapped to a datasource",
-                        channels[i].name
-                    ),
-                ));
-            }
-            None => DatasourceId(u16::MAX), // a gap between channels: never routed to
-        };
-        let database = expand(raw.physical_database.get_ref(), "", shard);
-        let physical = tables
-            .iter()
-            .map(|t| expand(raw.physical_table.get_ref(), t, shard))
-            .collect();
-        shards.push(Shard {
-            datasource: ds,
-            database,
-            tables: physical,
-        });
-    }
-    let pattern_has_shard = raw.physical_database.get_ref().contains("{shard}")
-        || raw.physical_table.get_ref().contains("{shard}");
-    if !pattern_has_shard && shard_count > 1 {
-        return Err(c.at(
-            &raw.physical_table,
-            "sharding.physical_table: `{shard}` must appear in physical_database or physical_table",
-        ));
-    }
-    if !raw.physical_table.get_ref().contains("{table}") && tables.len() > 1 {
-        return Err(c.at(
-            &raw.physical_table,
-            "sharding.physical_table: `{table}` must appear with more than one binding table",
-        ));
-    }
-    let default_datasource = lookup_ds(&raw.default_datasource, "sharding.default_datasource")?;
-
-    let mut hasher = DefaultHasher::new();
-    (per_channel, &shards, channels).hash(&mut hasher);
-    Ok(Sharding {
-        logical_database: raw.logical_database.clone(),
-        default_datasource,
-        shards_per_channel: per_channel,
-        binding_tables: tables,
-        shard_key: raw.shard_key.to_ascii_lowercase(),
-        channel_column: raw.channel_column.to_ascii_lowercase(),
-        region_column: raw.region_column.to_ascii_lowercase(),
-        shards,
-        shard_map_version: hasher.finish(),
-    })
-}
-
-/// `{table}` and `{shard}` substituted.
-fn expand(pattern: &str, table: &str, shard: u32) -> String {
-    pattern
-        .replace("{table}", table)
-        .replace("{shard}", &shard.to_string())
-}
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@ use sqlparser::ast::{Statement, Visit};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
+mod multi;
 mod plan;
 mod walk;
 

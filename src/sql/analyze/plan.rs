@@ -230,6 +230,7 @@ impl Planner<'_, '_> {
             sets_key: None,
             key_insert: None,
             sets_context: Vec::new(),
+            multi: None,
         }
     }
 
@@ -257,6 +258,7 @@ impl Planner<'_, '_> {
             || self.walk.aggregate
             || q.order_by.is_some()
             || q.limit_clause.is_some();
+        plan.multi = Some(Box::new(super::multi::multi_shard(self.pos, q, select)));
         Ok(plan)
     }
 

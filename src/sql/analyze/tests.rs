@@ -58,8 +58,15 @@ fn for_shard(sql: &str, shard: usize, rows: &[usize]) -> String {
         last_insert_id: 77,
         ..Default::default()
     };
-    String::from_utf8(st.for_shard(&a, p, &config.sharding.shards[shard], rows, false, &values))
-        .unwrap()
+    let keys = crate::rewrite::KeyEdits {
+        shard_key: "order_id",
+        ..Default::default()
+    };
+    String::from_utf8(
+        st.for_shard(&a, p, &config.sharding.shards[shard], rows, &keys, &values)
+            .sql,
+    )
+    .unwrap()
 }
 
 fn literal(sql: &str, slot: ValueSlot) -> String {
@@ -296,14 +303,16 @@ fn binary_bytes_in_literals_survive_the_rewrite() {
         sql: &sql,
         tokens: &lexed.tokens,
     };
-    let out = st.for_shard(
-        &a,
-        p,
-        &config.sharding.shards[1],
-        &[],
-        false,
-        &SessionValues::default(),
-    );
+    let out = st
+        .for_shard(
+            &a,
+            p,
+            &config.sharding.shards[1],
+            &[],
+            &crate::rewrite::KeyEdits::default(),
+            &SessionValues::default(),
+        )
+        .sql;
     assert!(out.starts_with(b"INSERT INTO `order_shards`.`t_order_1` (order_id"));
     assert!(out.ends_with(&[b'\'', 0xff, 0x00, 0xc3, 0x28, b'\'', b')']));
 }

@@ -1,0 +1,145 @@
+//! The one reader of a backend's replies: after a command, [`BackendConn::read_reply`]
+//! gives an OK, a backend error, or a result set's column definitions; the rows follow,
+//! one [`BackendConn::next_row`] at a time, until the result's end, whose warnings and
+//! status [`BackendConn::result_end`] then tells. Nothing here writes to a client.
+
+use bytes::BytesMut;
+use mysql_common::constants::StatusFlags;
+
+use super::conn::{BackendConn, backend_error};
+use crate::error::ProxyError;
+use crate::protocol::packets::{OkInfo, is_eof, parse_eof, parse_err, parse_ok, read_lenenc_int};
+
+/// The first part of a backend's reply to a command.
+#[derive(Debug)]
+pub enum Reply {
+    /// An OK packet (a statement without a result set).
+    Ok(OkInfo),
+    /// A result set: its column definitions as the backend sent them (one packet each);
+    /// its rows are read with [`BackendConn::next_row`].
+    ResultSet(Vec<BytesMut>),
+}
+
+/// How a result set ended: its EOF packet's warnings and status flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResultEnd {
+    /// Warnings of the statement.
+    pub warnings: u16,
+    /// Status flags (`SERVER_MORE_RESULTS_EXISTS` when another result follows).
+    pub status: u16,
+}
+
+impl ResultEnd {
+    /// Another result of the same command follows (a `CALL`).
+    pub fn more_results(&self) -> bool {
+        self.status & StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() != 0
+    }
+}
+
+impl BackendConn {
+    /// Reads the reply to the command just sent: an OK, or a result set's column
+    /// definitions (rows follow). A backend ERR is [`ProxyError::Backend`]; a connection
+    /// left mid-reply by an I/O or protocol error is marked broken.
+    pub async fn read_reply(&mut self) -> Result<Reply, ProxyError> {
+        let result = self.read_reply_inner().await;
+        if let Err(e) = &result {
+            if !matches!(e, ProxyError::Backend { .. }) {
+                self.mark_broken();
+            }
+        }
+        result
+    }
+
+    async fn read_reply_inner(&mut self) -> Result<Reply, ProxyError> {
+        loop {
+            let packet = self.read_packet().await?;
+            match packet.first() {
+                Some(0x00) => {
+                    let ok = parse_ok(&packet).ok_or_else(|| {
+                        ProxyError::Internal("malformed OK packet from backend".into())
+                    })?;
+                    self.observe_status(ok.status);
+                    return Ok(Reply::Ok(ok));
+                }
+                Some(0xff) => {
+                    let e = parse_err(&packet);
+                    self.observe_error(&e);
+                    return Err(backend_error(e));
+                }
+                Some(0xfb) => {
+                    // LOCAL INFILE request: never negotiated; refuse it and read on.
+                    self.send_empty_packet().await?;
+                }
+                _ => {
+                    let mut pos = 0;
+                    let count = read_lenenc_int(&packet, &mut pos).ok_or_else(|| {
+                        ProxyError::Internal("malformed result set header from backend".into())
+                    })?;
+                    let mut columns = Vec::with_capacity(count.min(4096) as usize);
+                    for _ in 0..count {
+                        columns.push(self.read_packet().await?);
+                    }
+                    let eof = self.read_packet().await?;
+                    if !is_eof(&eof) {
+                        return Err(ProxyError::Internal(
+                            "expected EOF after column definitions".into(),
+                        ));
+                    }
+                    return Ok(Reply::ResultSet(columns));
+                }
+            }
+        }
+    }
+
+    /// The next row of the result set being read (the backend's packet, unchanged);
+    /// `None` at its end, after which [`BackendConn::result_end`] tells how it ended. An
+    /// ERR in place of a row is [`ProxyError::Backend`].
+    pub async fn next_row(&mut self) -> Result<Option<BytesMut>, ProxyError> {
+        let packet = match self.read_packet().await {
+            Ok(p) => p,
+            Err(e) => {
+                self.mark_broken();
+                return Err(e);
+            }
+        };
+        if is_eof(&packet) {
+            let (warnings, status) = parse_eof(&packet);
+            self.observe_status(status);
+            self.set_result_end(ResultEnd { warnings, status });
+            return Ok(None);
+        }
+        if packet.first() == Some(&0xff) {
+            let e = parse_err(&packet);
+            self.observe_error(&e);
+            return Err(backend_error(e));
+        }
+        Ok(Some(packet))
+    }
+
+    /// Reads the rows of the result set being read to its end and drops them.
+    pub async fn skip_rows(&mut self) -> Result<ResultEnd, ProxyError> {
+        while self.next_row().await?.is_some() {}
+        Ok(self.result_end())
+    }
+
+    /// Reads the rest of a reply (every result of a multi-result reply) and drops it;
+    /// returns the last OK, or a default one when the reply ended with a result set.
+    pub async fn drain_reply(&mut self, first: Reply) -> Result<OkInfo, ProxyError> {
+        let mut reply = first;
+        loop {
+            let more = match reply {
+                Reply::Ok(ok) => {
+                    if ok.status & StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() == 0 {
+                        return Ok(ok);
+                    }
+                    true
+                }
+                Reply::ResultSet(_) => self.skip_rows().await?.more_results(),
+            };
+            if !more {
+                return Ok(OkInfo::default());
+            }
+            reply = self.read_reply().await?;
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Running a plan: its steps go to backend connections — the session's held ones inside a
+//! transaction or pinned session, else fresh ones from the pools, one per shard so the
+//! shards work in parallel (bounded by `sharding.max_fan_out`) — and their replies are
+//! read back as values ([`Results`]), never written to a client here.
+//!
+//! - [`transaction`]: the connections a session holds, its transaction and pins.
+//! - [`results`]: sending steps and reading their replies, lane by lane.
+//! - [`effects`]: what a plan changes besides its statements: route counters and cache
+//!   fills, index rows written before an insert.
+
+pub mod effects;
+pub mod results;
+pub mod transaction;
+
+pub use results::{Binding, Results, StepEnd};
+pub use transaction::{Transaction, Wants};

@@ -1,0 +1,373 @@
+//! A session's hold on backend connections: the transaction (one connection per datasource
+//! it touches, its start replayed and its savepoints kept for datasources that join later),
+//! pinned state (user variables, locks, temporary tables the proxy cannot carry from one
+//! connection to another) and the write rule (SPEC §5: the writes of a transaction stay on
+//! one datasource until XA).
+//!
+//! A session holds no backend connection between statements unless it is in a transaction
+//! or pinned. Whichever connection serves it gets the session's variables and database
+//! applied first, only what differs; a connection carrying variables the session did not
+//! set is reset first.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::backend::{BackendConn, PooledConn, Pools};
+use crate::config::{Config, DatasourceId};
+use crate::error::ProxyError;
+use crate::rewrite::quote_ident;
+
+/// What a backend connection must carry to serve one session.
+#[derive(Clone, Copy)]
+pub struct Wants<'a> {
+    /// The configuration the session runs under.
+    pub config: &'a Config,
+    /// Its pools.
+    pub pools: &'a Pools,
+    /// Session variables as SQL literals (user variables under `@name`).
+    pub vars: &'a BTreeMap<String, Vec<u8>>,
+    /// The database the default datasource's connections select: the session's own when
+    /// it is not the logical database (`None`: the datasource's configured one).
+    pub database: Option<&'a str>,
+    /// `autocommit` is on.
+    pub autocommit: bool,
+    /// The client negotiated CLIENT_FOUND_ROWS: connections come from those pools.
+    pub found_rows: bool,
+}
+
+impl Wants<'_> {
+    /// The database a connection to `ds` selects.
+    fn database(&self, ds: DatasourceId) -> Option<String> {
+        match self.database {
+            Some(db) if ds == self.config.sharding.default_datasource => Some(db.to_owned()),
+            _ => self.config.datasource(ds).database.clone(),
+        }
+    }
+}
+
+/// Pooled connections idle at least this long are probed before use (one non-blocking
+/// read, no round trip): a connection the server closed is discarded, not handed out.
+const IDLE_PROBE_AFTER: Duration = Duration::ZERO;
+
+/// The connections a session holds and the transaction they carry.
+#[derive(Default)]
+pub struct Transaction {
+    held: BTreeMap<DatasourceId, PooledConn>,
+    /// The `BEGIN`/`START TRANSACTION` text, replayed on each datasource that joins.
+    begin: Option<Vec<u8>>,
+    /// `SET TRANSACTION ...` for the next transaction only.
+    next_characteristics: Option<Vec<u8>>,
+    /// Savepoints in the order they were set.
+    savepoints: Vec<String>,
+    /// The datasource this transaction writes to (one at most, until XA).
+    write_datasource: Option<DatasourceId>,
+    /// State the proxy cannot carry was created: connections stay held until the end.
+    pinned: bool,
+    /// A connection holding the transaction or pinned state failed (why).
+    lost: Option<String>,
+}
+
+impl Transaction {
+    /// In a transaction as MySQL would report it: after BEGIN, or while a held connection
+    /// has one open (autocommit off starts one with the first statement).
+    pub fn in_transaction(&self) -> bool {
+        self.begin.is_some() || self.held.values().any(|c| c.in_transaction())
+    }
+
+    /// An explicit transaction (`BEGIN`) is open.
+    pub fn explicit(&self) -> bool {
+        self.begin.is_some()
+    }
+
+    /// The session keeps its connections (state the proxy cannot carry).
+    pub fn pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// Keeps the session's connections until it ends.
+    pub fn pin(&mut self) {
+        self.pinned = true;
+    }
+
+    /// Why the session lost its transaction or pinned state, if it did: the client
+    /// connection must close after the error.
+    pub fn lost(&self) -> Option<&str> {
+        self.lost.as_deref()
+    }
+
+    /// Marks the session lost (a reload it cannot follow).
+    pub fn set_lost(&mut self, why: String) {
+        self.lost = Some(why);
+    }
+
+    /// Whether any connection is held.
+    pub fn holds_any(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// Whether a connection to `ds` is held.
+    pub fn holds(&self, ds: DatasourceId) -> bool {
+        self.held.contains_key(&ds)
+    }
+
+    /// The datasources held, in order.
+    pub fn held_datasources(&self) -> Vec<DatasourceId> {
+        self.held.keys().copied().collect()
+    }
+
+    /// The held connection to `ds`.
+    pub fn held_mut(&mut self, ds: DatasourceId) -> Option<&mut BackendConn> {
+        self.held.get_mut(&ds).map(|c| &mut **c)
+    }
+
+    /// Every held connection, by datasource.
+    pub fn held_iter_mut(&mut self) -> impl Iterator<Item = (DatasourceId, &mut PooledConn)> {
+        self.held.iter_mut().map(|(ds, c)| (*ds, c))
+    }
+
+    /// The savepoints set, oldest first.
+    pub fn savepoints(&self) -> &[String] {
+        &self.savepoints
+    }
+
+    /// `BEGIN`: nothing reaches a backend until a statement does; each datasource the
+    /// transaction touches starts it then, with the same text.
+    pub fn begin(&mut self, sql: &[u8]) {
+        self.begin = Some(sql.to_vec());
+    }
+
+    /// `SET TRANSACTION ...` for the next transaction only.
+    pub fn set_next_characteristics(&mut self, sql: &[u8]) {
+        self.next_characteristics = Some(sql.to_vec());
+    }
+
+    /// The connection to `ds` this session uses: the one it holds, or one from the pool
+    /// prepared for the session (and joined to its transaction), then held.
+    pub async fn connection(
+        &mut self,
+        ds: DatasourceId,
+        wants: &Wants<'_>,
+    ) -> Result<&mut BackendConn, ProxyError> {
+        if !self.held.contains_key(&ds) {
+            let conn = self.fresh(ds, wants).await?;
+            self.held.insert(ds, conn);
+        }
+        Ok(self.held.get_mut(&ds).expect("inserted above"))
+    }
+
+    /// A pooled connection to `ds`, alive and prepared for the session, not held. A
+    /// connection the server closed (restart, wait_timeout, KILL) is discarded and the next
+    /// one tried; so is one whose preparation fails on its socket.
+    pub async fn fresh(
+        &self,
+        ds: DatasourceId,
+        wants: &Wants<'_>,
+    ) -> Result<PooledConn, ProxyError> {
+        let datasource = wants.config.datasource(ds);
+        let mut dead = 0;
+        loop {
+            let mut conn = wants.pools.get(ds, wants.found_rows).await?;
+            if !conn.still_alive(IDLE_PROBE_AFTER) {
+                conn.mark_broken();
+                dead += 1;
+                if dead > datasource.pool_size {
+                    return Err(ProxyError::Unavailable(format!(
+                        "datasource {} ({}): every pooled connection was closed by the server",
+                        datasource.name, datasource.address
+                    )));
+                }
+                continue;
+            }
+            let prepared = tokio::time::timeout(
+                datasource.connect_timeout,
+                self.prepare(&mut conn, ds, wants),
+            )
+            .await;
+            let failure = match prepared {
+                Ok(Ok(())) => return Ok(conn),
+                Ok(Err(e)) => e,
+                Err(_) => ProxyError::Unavailable(format!(
+                    "datasource {} ({}): no answer within {:?}",
+                    datasource.name, datasource.address, datasource.connect_timeout
+                )),
+            };
+            let retry = matches!(failure, ProxyError::Io(_)) && dead < 2;
+            if !matches!(failure, ProxyError::Backend { .. }) {
+                conn.mark_broken();
+            }
+            if !retry {
+                return Err(failure);
+            }
+            dead += 1;
+        }
+    }
+
+    /// Applies the session's variables and database to a connection, and joins it to the
+    /// open transaction.
+    async fn prepare(
+        &self,
+        conn: &mut BackendConn,
+        ds: DatasourceId,
+        wants: &Wants<'_>,
+    ) -> Result<(), ProxyError> {
+        if conn.has_foreign_vars(wants.vars) {
+            conn.reset().await?;
+            conn.state.database = None;
+        }
+        conn.apply_vars(wants.vars).await?;
+        if let Some(db) = wants.database(ds) {
+            if conn.state.database.as_deref() != Some(db.as_str()) {
+                conn.init_db(&db).await?;
+            }
+        }
+        if let Some(begin) = &self.begin {
+            if let Some(chars) = &self.next_characteristics {
+                conn.execute(chars).await?;
+            }
+            conn.execute(begin).await?;
+        }
+        if self.in_transaction() || !wants.autocommit {
+            for savepoint in &self.savepoints {
+                let sql = format!("SAVEPOINT {}", quote_ident(savepoint));
+                conn.execute(sql.as_bytes()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Brings every held connection to the session's variables (after a `SET`).
+    pub async fn sync_held(&mut self, vars: &BTreeMap<String, Vec<u8>>) -> Result<(), ProxyError> {
+        for conn in self.held.values_mut() {
+            conn.apply_vars(vars).await?;
+        }
+        Ok(())
+    }
+
+    /// After a statement failed: with autocommit off or in an explicit transaction, the
+    /// connections it ran on keep their transaction open on the server.
+    pub fn after_failed_statement(&mut self, datasources: &[DatasourceId], autocommit: bool) {
+        if !autocommit || self.begin.is_some() {
+            for ds in datasources {
+                if let Some(conn) = self.held.get_mut(ds) {
+                    conn.assume_in_transaction();
+                }
+            }
+        }
+    }
+
+    /// After a statement: returns the connections the session need not hold to the pool,
+    /// discards broken ones, and ends the transaction bookkeeping when none is open. A
+    /// broken connection that held the transaction or pinned state makes the session lost.
+    pub fn release_idle(&mut self) {
+        let pinned = self.pinned;
+        let explicit = self.begin.is_some();
+        if let Some(c) = self
+            .held
+            .values()
+            .find(|c| c.is_broken() && (pinned || explicit || c.in_transaction()))
+        {
+            self.lost = Some(format!(
+                "the backend connection (thread {}) holding this session's transaction or session state failed; its work is rolled back",
+                c.thread_id()
+            ));
+        }
+        self.held
+            .retain(|_, c| !c.is_broken() && (pinned || c.in_transaction()));
+        if !self.in_transaction() {
+            self.savepoints.clear();
+            self.write_datasource = None;
+        }
+    }
+
+    /// Checks the write rule for a statement about to write to `ds`: a transaction writes
+    /// to one datasource at most.
+    pub fn check_write(&self, ds: DatasourceId, config: &Config) -> Result<(), ProxyError> {
+        match self.write_datasource {
+            Some(w) if w != ds => Err(ProxyError::not_yet(format!(
+                "writes to a second datasource in one transaction: this transaction writes to {} and this statement to {} (atomic cross-datasource writes need XA); the transaction is left as it was",
+                config.datasource(w).name,
+                config.datasource(ds).name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records that a write to `ds` succeeded inside the open transaction.
+    pub fn record_write(&mut self, ds: DatasourceId) {
+        if self.in_transaction() {
+            self.write_datasource = Some(ds);
+        }
+    }
+
+    /// Ends the transaction on every held connection with `sql` (COMMIT or ROLLBACK).
+    /// Read-only datasources go first, the writer last. The first error is returned after
+    /// every connection got the statement.
+    pub async fn end(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
+        let writer = self.write_datasource;
+        let mut order: Vec<DatasourceId> = self.held.keys().copied().collect();
+        order.sort_by_key(|ds| Some(*ds) == writer);
+        let explicit = self.begin.is_some();
+        let mut first_error = None;
+        for ds in order {
+            let conn = self.held.get_mut(&ds).expect("listed");
+            if !conn.in_transaction() && !explicit {
+                continue;
+            }
+            if let Err(e) = conn.execute(sql).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        self.begin = None;
+        self.next_characteristics = None;
+        self.savepoints.clear();
+        self.write_datasource = None;
+        self.release_idle();
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Runs `sql` on every held connection (savepoint statements, `UNLOCK TABLES`).
+    pub async fn on_every_held(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
+        for conn in self.held.values_mut() {
+            conn.execute(sql).await?;
+        }
+        Ok(())
+    }
+
+    /// Records `SAVEPOINT name` (after it ran on every held connection).
+    pub fn savepoint_set(&mut self, name: String) {
+        self.savepoints.retain(|s| !s.eq_ignore_ascii_case(&name));
+        self.savepoints.push(name);
+    }
+
+    /// Whether savepoint `name` exists.
+    pub fn has_savepoint(&self, name: &str) -> bool {
+        self.savepoints.iter().any(|s| s.eq_ignore_ascii_case(name))
+    }
+
+    /// Records `ROLLBACK TO name` (later savepoints are gone) or `RELEASE SAVEPOINT name`
+    /// (the named one too).
+    pub fn savepoint_back_to(&mut self, name: &str, release: bool) {
+        if let Some(i) = self
+            .savepoints
+            .iter()
+            .position(|s| s.eq_ignore_ascii_case(name))
+        {
+            self.savepoints.truncate(if release { i } else { i + 1 });
+        }
+    }
+
+    /// Gives every connection back clean: rolls back and resets those with a transaction
+    /// or pinned state (a reset that fails or hangs drops the connection instead).
+    pub async fn release_all(&mut self) {
+        let pinned = self.pinned;
+        for (_, mut conn) in std::mem::take(&mut self.held) {
+            if pinned || conn.in_transaction() {
+                let reset = tokio::time::timeout(Duration::from_secs(2), conn.reset()).await;
+                if !matches!(reset, Ok(Ok(()))) {
+                    conn.mark_broken();
+                }
+            }
+        }
+        *self = Transaction::default();
+    }
+}

@@ -1,0 +1,614 @@
+//! Data statements, in three steps: **plan** (analyse, or reuse the analysis of the same
+//! shape; issue ids an INSERT needs; [`crate::plan::plan`]), **execute** (apply the plan's
+//! effects, run its steps on backend connections: [`crate::execute`]) and **respond**
+//! (relay or merge the replies to the client: [`super::respond`]).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::client::Client;
+use super::session::Session;
+use crate::error::{ER_STATEMENT_TIMEOUT, ProxyError};
+use crate::execute::results::Extras;
+use crate::execute::{Binding, Results};
+use crate::plan::{Inputs, Plan, PlanKind, ScatterPolicy, Text};
+use crate::protocol::packets::OkInfo;
+use crate::route::value::{ParamValue, StatementValues};
+use crate::sql::analyze::{AnalyzeContext, analyze, token_mentions_sharded_table};
+use crate::sql::hints::{RouteHints, route_hints};
+use crate::sql::lexer::{Lexed, TokenKind};
+use crate::sql::shape::shape_key;
+use crate::sql::{Analysis, Refusal, Target, Verb};
+
+/// Keywords of statements that only read.
+const READ_VERBS: [&str; 7] = [
+    "select", "show", "describe", "desc", "explain", "help", "do",
+];
+
+/// Where the statement of `SET STATEMENT ... FOR <statement>` starts.
+fn set_statement_body(sql: &[u8], lexed: &Lexed) -> Option<usize> {
+    let tokens = &lexed.tokens;
+    if !(tokens.first()?.is_word(sql, "set") && tokens.get(1)?.is_word(sql, "statement")) {
+        return None;
+    }
+    let mut depth = 0i32;
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth -= 1;
+        } else if depth == 0 && t.is_word(sql, "for") {
+            return tokens.get(i + 1).map(|t| t.range.start);
+        }
+    }
+    None
+}
+
+pub(super) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A data statement as it is planned: its text and prefix, analysis and hints, and for a
+/// prepared statement's execution its bound values.
+pub(super) struct Prepared<'a> {
+    pub text: Text<'a>,
+    pub analysis: Arc<Analysis>,
+    pub hints: RouteHints,
+    pub params: &'a [ParamValue],
+    /// A prepared statement's execution (binary protocol).
+    pub binary: bool,
+}
+
+impl Session {
+    /// Runs a data statement and writes its result.
+    pub(super) async fn data_statement(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        lexed: &Lexed,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let (prefix, sql, inner) = match set_statement_body(sql, lexed) {
+            // SET STATEMENT var = value FOR <statement> (Connector/J's query timeout): the
+            // statement is routed and rewritten; the prefix goes with it to each shard.
+            Some(start) => {
+                let (prefix, inner) = sql.split_at(start);
+                (
+                    prefix,
+                    inner,
+                    Some(crate::sql::lexer::lex(inner, self.lex_mode)),
+                )
+            }
+            None => (&[][..], sql, None),
+        };
+        let lexed = inner.as_ref().unwrap_or(lexed);
+        let statement = self.prepare_data(sql, lexed, prefix, &[]).await?;
+        let plan = self.plan(&statement, false).await?;
+        self.execute(client, &plan, &statement, None, more).await
+    }
+
+    /// Analyses a data statement (refusals included) and reads its hints.
+    pub(super) async fn prepare_data<'a>(
+        &mut self,
+        sql: &'a [u8],
+        lexed: &'a Lexed,
+        prefix: &'a [u8],
+        params: &'a [ParamValue],
+    ) -> Result<Prepared<'a>, ProxyError> {
+        let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
+        let analysis = self.analysis(sql, lexed)?;
+        if let Target::Refused(Refusal::Unparsed(message)) = &analysis.target {
+            return Err(self.validate_unparsed(sql, lexed, message).await);
+        }
+        Ok(Prepared {
+            text: Text {
+                sql,
+                tokens: &lexed.tokens,
+                prefix,
+            },
+            analysis,
+            hints,
+            params,
+            binary: false,
+        })
+    }
+
+    /// Plans a statement: the ids an INSERT without order ids needs are issued first
+    /// (unless `explain`), then [`crate::plan::plan`] decides everything else.
+    pub(super) async fn plan(
+        &mut self,
+        s: &Prepared<'_>,
+        explain: bool,
+    ) -> Result<Plan, ProxyError> {
+        let mut values = StatementValues {
+            sql: s.text.sql,
+            tokens: s.text.tokens,
+            mode: self.lex_mode,
+            params: s.params,
+            last_insert_id: self.last_insert_id,
+            generated: &[],
+        };
+        let generated = if explain {
+            Vec::new()
+        } else {
+            self.issue_for_insert(&s.analysis, &values, &s.hints)
+                .await?
+        };
+        values.generated = &generated;
+        let user = self.rt.config.user(&self.user);
+        let session = self.session_values();
+        let inputs = Inputs {
+            text: s.text,
+            analysis: &s.analysis,
+            values,
+            hints: &s.hints,
+            session: &session,
+            binary: s.binary,
+            scatter: ScatterPolicy {
+                reads: user.is_none_or(|u| u.scatter == crate::config::Scatter::Allow),
+                writes: user.is_some_and(|u| u.scatter_writes == crate::config::Scatter::Allow),
+            },
+            now_ms: now_ms(),
+        };
+        let mut plan = crate::plan::plan(&self.rt.router, &inputs).await?;
+        plan.write = plan.write || is_write(&s.analysis, s.text.sql, s.text.tokens);
+        if plan.write {
+            if let Some(first) = plan.steps.first() {
+                self.txn.check_write(first.datasource, &self.rt.config)?;
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Runs a plan and writes its result: the plan's effects (counters, cache fills, index
+    /// rows), then its steps, relayed or merged; the session's bookkeeping after.
+    pub(super) async fn execute(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        s: &Prepared<'_>,
+        binding: Option<&Binding<'_>>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        match plan.kind {
+            PlanKind::AwaitsIds => {
+                return Err(ProxyError::Internal(
+                    "an INSERT planned without its ids".into(),
+                ));
+            }
+            PlanKind::NoRows => {
+                self.rt.router.apply(&plan.effects).await;
+                return self.no_rows(client, more);
+            }
+            _ => {}
+        }
+        if s.analysis.verb == Verb::Ddl && self.in_transaction() {
+            // DDL commits the open transaction first, as MySQL does.
+            self.txn.end(b"COMMIT").await?;
+        }
+        crate::execute::effects::before_running(&self.rt.router, plan).await?;
+        if s.analysis.pins {
+            self.txn.pin();
+        }
+        let sql = s.text.sql;
+        let extras = Extras {
+            calc_found_rows: s
+                .text
+                .tokens
+                .iter()
+                .any(|t| t.is_word(sql, "sql_calc_found_rows")),
+            // LAST_INSERT_ID(expr) sets the session's value, even in a SELECT.
+            sets_insert_id: s.text.tokens.windows(3).any(|w| {
+                w[0].is_word(sql, "last_insert_id")
+                    && w[1].is_punct(sql, "(")
+                    && !w[2].is_punct(sql, ")")
+            }),
+        };
+        self.warnings.clear();
+        if extras.calc_found_rows {
+            self.found_rows = 0;
+        }
+        let ran = self.run_plan(client, plan, binding, extras).await;
+        self.conclude(client, plan, ran, more).await
+    }
+
+    /// Runs the steps (atomically when the plan says so) and relays or merges the replies,
+    /// within the longest query timeout of the datasources involved.
+    async fn run_plan(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        binding: Option<&Binding<'_>>,
+        extras: Extras,
+    ) -> Result<Ran, ProxyError> {
+        let limit = plan
+            .steps
+            .iter()
+            .map(|s| self.rt.config.datasource(s.datasource).query_timeout)
+            .max()
+            .unwrap_or_default();
+        let savepoint = self.in_transaction() || !self.autocommit;
+        if plan.atomic {
+            let ds = plan.steps[0].datasource;
+            let begin: &[u8] = if savepoint {
+                b"SAVEPOINT routekey_statement"
+            } else {
+                b"BEGIN"
+            };
+            self.connection(ds).await?.execute(begin).await?;
+        }
+        let outcome = if limit.is_zero() {
+            self.steps(client, plan, binding, extras).await
+        } else {
+            match tokio::time::timeout(limit, self.steps(client, plan, binding, extras)).await {
+                Ok(r) => r,
+                Err(_) => Err(timeout_error(limit, plan, &self.rt.config)),
+            }
+        };
+        if plan.atomic {
+            let ds = plan.steps[0].datasource;
+            let end: &[u8] = match (&outcome, savepoint) {
+                (Ok(_), true) => b"RELEASE SAVEPOINT routekey_statement",
+                (Ok(_), false) => b"COMMIT",
+                (Err(_), true) => b"ROLLBACK TO SAVEPOINT routekey_statement",
+                (Err(_), false) => b"ROLLBACK",
+            };
+            if let Some(conn) = self.txn.held_mut(ds) {
+                if let Err(e) = conn.execute(end).await {
+                    return outcome.and(Err(e));
+                }
+            }
+        }
+        outcome
+    }
+
+    async fn steps(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        binding: Option<&Binding<'_>>,
+        extras: Extras,
+    ) -> Result<Ran, ProxyError> {
+        let parallel =
+            (!self.in_transaction() && self.autocommit && !self.txn.pinned()).then(|| {
+                self.rt
+                    .config
+                    .sharding
+                    .max_fan_out
+                    .map_or(usize::MAX, |n| n as usize)
+            });
+        let status = self.status();
+        let handle = self.handle.clone();
+        let config = self.rt.config.clone();
+        let (txn, wants) = self.parts();
+        let mut results = Results::start(plan, txn, &wants, binding, extras, parallel).await?;
+        handle.set_running(Some(super::registry::Running {
+            config,
+            threads: results.threads(),
+        }));
+        let respond =
+            super::respond::respond(client, &mut results, plan, binding.is_some(), status).await;
+        handle.set_running(None);
+        let outcome = respond?;
+        Ok(Ran {
+            outcome,
+            calc_found_rows: extras.calc_found_rows,
+            diagnostics: std::mem::take(&mut results.diagnostics),
+            found_rows: results.found_rows,
+            insert_id_set: results.insert_id_set,
+        })
+    }
+
+    /// The session's bookkeeping after a plan ran, and the result's final packet.
+    async fn conclude(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        ran: Result<Ran, ProxyError>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let ran = match ran {
+            Ok(ran) => ran,
+            Err(e) => {
+                if let Some(code) = backend_error_code(&e) {
+                    for step in &plan.steps {
+                        let name = &self.rt.config.datasource(step.datasource).name;
+                        self.proxy.metrics.count_backend_error(name, &code);
+                    }
+                }
+                self.record_error(&e);
+                let ran_on: Vec<_> = plan.steps.iter().map(|s| s.datasource).collect();
+                self.txn.after_failed_statement(&ran_on, self.autocommit);
+                self.txn.release_idle();
+                return Err(e);
+            }
+        };
+        if plan.write {
+            if let Some(first) = plan.steps.first() {
+                self.txn.record_write(first.datasource);
+            }
+        }
+        let out = ran.outcome;
+        self.warnings = ran.diagnostics;
+        let issued = plan
+            .ids
+            .iter()
+            .find(|i| i.layer == crate::plan::RouteLayer::Issued);
+        if let Some(id) = issued.and_then(|i| i.order_id) {
+            self.set_last_insert_id(id);
+        } else if let Some(id) = ran.insert_id_set {
+            self.set_last_insert_id(id);
+        } else if out.last_insert_id != 0 {
+            self.set_last_insert_id(out.last_insert_id);
+        }
+        if out.result_set {
+            self.row_count = -1;
+            self.found_rows = if ran.calc_found_rows {
+                ran.found_rows
+            } else {
+                out.rows
+            };
+        } else {
+            self.row_count = i64::try_from(out.affected_rows).unwrap_or(i64::MAX);
+        }
+        if !plan.probe.is_empty() {
+            self.learn_from_probe(plan).await;
+        }
+        if plan.steps.len() > 1 && !plan.atomic {
+            let user = (plan.kind == PlanKind::Scatter).then_some(self.user.as_str());
+            self.proxy.metrics.count_fan_out(user, plan.steps.len());
+        }
+        self.txn.release_idle();
+        let status = self.final_status(more) | out.statement_flags;
+        let warnings = u16::try_from(out.warnings).unwrap_or(u16::MAX);
+        if out.result_set {
+            client.rows_end(warnings, status)
+        } else {
+            let last_insert_id = issued
+                .and_then(|i| i.order_id)
+                .unwrap_or(out.last_insert_id);
+            client.ok(&OkInfo {
+                affected_rows: out.affected_rows,
+                last_insert_id,
+                status,
+                warnings,
+                info: out.info,
+            })
+        }
+    }
+
+    /// Runs one statement on one datasource and relays its answer (statements the proxy
+    /// passes through or rewrites itself: SHOW, DESCRIBE, ...).
+    pub(super) async fn run_one(
+        &mut self,
+        client: &mut Client,
+        datasource: crate::config::DatasourceId,
+        sql: Vec<u8>,
+        names: Option<crate::rewrite::ResultNames>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let plan = Plan::single(datasource, sql, names);
+        self.warnings.clear();
+        let ran = self.run_plan(client, &plan, None, Extras::default()).await;
+        self.conclude(client, &plan, ran, more).await
+    }
+
+    /// A write that matches no row: MySQL's OK (no info: the server has none for an
+    /// impossible WHERE either), without touching a backend.
+    fn no_rows(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+        self.row_count = 0;
+        self.warnings.clear();
+        client.ok(&OkInfo {
+            status: self.final_status(more),
+            ..Default::default()
+        })
+    }
+
+    /// The statement's analysis: kept by shape, or made now.
+    pub(super) fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
+        let db_is_logical = self.in_logical_database();
+        let key = shape_key(sql, lexed, self.lex_mode, db_is_logical);
+        if let Some(a) = self.rt.analyses.get(&key) {
+            return Ok(a);
+        }
+        let cx = AnalyzeContext {
+            config: &self.rt.config,
+            db_is_logical,
+            decoding: self.decoding,
+            pipes_as_concat: self.lex_mode.pipes_as_concat,
+        };
+        match analyze(sql, lexed, cx) {
+            Ok(analyzed) => {
+                let analysis = Arc::new(analyzed.analysis);
+                if analyzed.cacheable {
+                    self.rt.analyses.insert(key, analysis.clone());
+                }
+                Ok(analysis)
+            }
+            Err(parse_error) => {
+                let target = if token_mentions_sharded_table(sql, &lexed.tokens, cx) {
+                    Target::Refused(Refusal::Unparsed(parse_error))
+                } else {
+                    // Valid MySQL the parser does not know passes through to the default
+                    // datasource; invalid SQL gets the server's own error there.
+                    Target::Unsharded
+                };
+                let pins = matches!(target, Target::Unsharded)
+                    && lexed.tokens.iter().any(|t| t.is_punct(sql, ":="));
+                Ok(Arc::new(Analysis {
+                    verb: Verb::Other,
+                    target,
+                    session_fns: Vec::new(),
+                    pins,
+                }))
+            }
+        }
+    }
+}
+
+impl Session {
+    /// A probe ran (`sharding.unresolved_reads = "probe"`): which shards hold the ids it
+    /// looked for is read (one query per datasource, by primary key) and what is certain
+    /// is cached. A failure here costs the cache entry, never the statement.
+    async fn learn_from_probe(&mut self, plan: &Plan) {
+        let config = self.rt.config.clone();
+        let Some(table) = plan.table else { return };
+        let key = crate::rewrite::quote_ident(&config.sharding.shard_key);
+        let ids: Vec<String> = plan.probe.iter().map(u64::to_string).collect();
+        let mut found: Vec<(u64, Vec<u32>)> =
+            plan.probe.iter().map(|id| (*id, Vec::new())).collect();
+        let mut by_ds: Vec<(crate::config::DatasourceId, Vec<u32>)> = Vec::new();
+        for step in &plan.steps {
+            for &shard in &step.shards {
+                match by_ds.iter_mut().find(|(d, _)| *d == step.datasource) {
+                    Some((_, v)) => v.push(shard),
+                    None => by_ds.push((step.datasource, vec![shard])),
+                }
+            }
+        }
+        for (ds, shards) in by_ds {
+            let parts: Vec<String> = shards
+                .iter()
+                .map(|&n| {
+                    let s = &config.sharding.shards[n as usize];
+                    format!(
+                        "SELECT {n}, {key} FROM {}.{} WHERE {key} IN ({})",
+                        crate::rewrite::quote_ident(&s.database),
+                        crate::rewrite::quote_ident(&s.tables[usize::from(table.0)]),
+                        ids.join(", ")
+                    )
+                })
+                .collect();
+            let sql = parts.join(" UNION ALL ");
+            let rows = match self.connection(ds).await {
+                Ok(conn) => conn.query_rows(sql.as_bytes()).await,
+                Err(e) => Err(e),
+            };
+            self.txn.release_idle();
+            let Ok((_, rows)) = rows else {
+                tracing::debug!("a probe could not read where its ids are; nothing cached");
+                return;
+            };
+            for row in rows {
+                let field = |i: usize| {
+                    row.get(i)
+                        .cloned()
+                        .flatten()
+                        .and_then(|v| String::from_utf8_lossy(&v).parse::<u64>().ok())
+                };
+                if let (Some(shard), Some(id)) = (field(0), field(1)) {
+                    if let Some((_, shards)) = found.iter_mut().find(|(i, _)| *i == id) {
+                        shards.push(shard as u32);
+                    }
+                }
+            }
+        }
+        let findings = crate::execute::effects::ProbeFindings { found };
+        let (hit, nowhere, ambiguous) = findings.learn(&self.rt.router, &config).await;
+        self.proxy.metrics.count_probes(hit, nowhere, ambiguous);
+    }
+
+    /// A statement the parser cannot read names a sharded table: the first shard's server
+    /// prepares it (with physical names) without running it. A syntax error there is the
+    /// client's answer, as MySQL would give it; valid MySQL is refused as not yet routable.
+    pub(super) async fn validate_unparsed(
+        &mut self,
+        sql: &[u8],
+        lexed: &Lexed,
+        message: &str,
+    ) -> ProxyError {
+        let config = self.rt.config.clone();
+        let cx = AnalyzeContext {
+            config: &config,
+            db_is_logical: self.in_logical_database(),
+            decoding: self.decoding,
+            pipes_as_concat: self.lex_mode.pipes_as_concat,
+        };
+        let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];
+        let st = crate::rewrite::Statement {
+            sql,
+            tokens: &lexed.tokens,
+        };
+        let edits = crate::sql::analyze::sharded_table_tokens(sql, &lexed.tokens, cx)
+            .into_iter()
+            .map(|(span, table)| crate::rewrite::Edit {
+                at: st.bytes_of(span),
+                with: vec![crate::rewrite::Frag::Bytes(
+                    format!(
+                        "{}.{}",
+                        crate::rewrite::quote_ident(&shard.database),
+                        crate::rewrite::quote_ident(&shard.tables[usize::from(table.0)])
+                    )
+                    .into_bytes(),
+                )],
+            })
+            .collect();
+        let rewritten = st.render(edits).sql;
+        let checked = match self.connection(shard.datasource).await {
+            Ok(conn) => conn.prepare_check(&rewritten).await,
+            Err(e) => Err(e),
+        };
+        self.txn.release_idle();
+        match checked {
+            Err(e) => e,
+            Ok(()) => ProxyError::not_yet(format!(
+                "statements on sharded tables that its SQL parser cannot read (parser: {message})"
+            )),
+        }
+    }
+}
+
+/// What running a plan's steps gave.
+struct Ran {
+    outcome: super::respond::Outcome,
+    calc_found_rows: bool,
+    diagnostics: Vec<crate::backend::Diagnostic>,
+    found_rows: u64,
+    insert_id_set: Option<u64>,
+}
+
+fn timeout_error(limit: Duration, plan: &Plan, config: &crate::config::Config) -> ProxyError {
+    let mut names: Vec<&str> = plan
+        .steps
+        .iter()
+        .map(|s| config.datasource(s.datasource).name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    ProxyError::client(
+        ER_STATEMENT_TIMEOUT,
+        b"70100",
+        format!(
+            "Query execution was interrupted (routekey-proxy query_timeout of {limit:?} exceeded on datasource {}; its connection was closed)",
+            names.join(", ")
+        ),
+    )
+}
+
+/// The `code` label of `routekey_backend_errors_total` for an error met running a plan;
+/// `None` for the proxy's own refusals.
+fn backend_error_code(e: &ProxyError) -> Option<String> {
+    match e {
+        ProxyError::Backend { code, .. } => Some(code.to_string()),
+        ProxyError::Client { code, .. } if *code == ER_STATEMENT_TIMEOUT => {
+            Some("timeout".to_owned())
+        }
+        ProxyError::Unavailable(_) => Some("unavailable".to_owned()),
+        ProxyError::Io(_) => Some("io".to_owned()),
+        _ => None,
+    }
+}
+
+/// Whether a statement may change data: the datasource rule applies to writes only.
+fn is_write(analysis: &Analysis, sql: &[u8], tokens: &[crate::sql::lexer::Token]) -> bool {
+    match analysis.verb {
+        Verb::Select => false,
+        Verb::Insert | Verb::Update | Verb::Delete | Verb::Ddl => true,
+        Verb::Other => !tokens
+            .iter()
+            .find(|t| t.kind != TokenKind::ExecCommentOpen && !t.is_punct(sql, "("))
+            .is_some_and(|t| READ_VERBS.iter().any(|v| t.is_word(sql, v))),
+    }
+}

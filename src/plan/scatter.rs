@@ -1,0 +1,273 @@
+//! Plans that reach several shards: scatters (no usable order id), IN lists over several
+//! shards, and probes for ids nothing resolves. A read's shards each get the statement
+//! with the columns and clauses its merge needs ([`crate::sql::MultiShard`]); a write
+//! without an order id runs on every shard it reaches, on one datasource, atomically.
+
+use super::build::{Planner, with_prefix};
+use super::{IdRoute, Plan, PlanKind, RouteLayer, Step, build::statement};
+use crate::config::{ChannelId, Config, DatasourceId};
+use crate::error::ProxyError;
+use crate::merge::MergeSpec;
+use crate::rewrite::{Edit, Frag, KeyEdits, Segment, shard_edits};
+use crate::route::index::IndexTable;
+use crate::route::value::KeyValue;
+use crate::sql::{ContextKind, MultiShard, Piece, ValueSlot};
+
+/// Every shard of the channels, in order; or one channel's.
+fn table_shards(config: &Config, channel: Option<ChannelId>) -> Vec<u32> {
+    let per = config.sharding.shards_per_channel;
+    let mut shards: Vec<u32> = config
+        .channels
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| channel.is_none_or(|c| usize::from(c.0) == *i))
+        .flat_map(|(_, c)| c.base_shard..c.base_shard + per)
+        .collect();
+    shards.sort_unstable();
+    shards.dedup();
+    shards
+}
+
+/// The channel a shard belongs to.
+fn channel_of(config: &Config, shard: u32) -> Option<ChannelId> {
+    let per = config.sharding.shards_per_channel;
+    config
+        .channels
+        .iter()
+        .position(|c| (c.base_shard..c.base_shard + per).contains(&shard))
+        .map(|i| ChannelId(i as u8))
+}
+
+/// A statement without a usable order id (SPEC §5): a read runs on every shard of the
+/// table, or on one channel's when a top-level `channel = '...'` names one (a region, a
+/// hint or anything else never narrows it); a write only when the user may and every
+/// shard it reaches lies on one datasource.
+pub(super) fn plan_scatter<I: IndexTable>(
+    mut p: Planner<'_, I>,
+    _context: Option<ChannelId>,
+    write: bool,
+) -> Result<Plan, ProxyError> {
+    let inputs = p.inputs;
+    let key = p.config().sharding.shard_key.clone();
+    let allowed = if write {
+        inputs.scatter.writes
+    } else {
+        inputs.hints.scatter.unwrap_or(inputs.scatter.reads)
+    };
+    if !allowed {
+        return Err(ProxyError::not_yet(if write {
+            format!(
+                "UPDATE or DELETE on sharded tables without `{key} = value` or `{key} IN (...)` in the WHERE clause for this user (scatter_writes = \"refuse\"; name the order ids)"
+            )
+        } else {
+            format!(
+                "statements on sharded tables without `{key} = value` or `{key} IN (...)` in the WHERE clause for this user or statement (scatter refused; a /*scatter='allow'*/ hint allows one statement where the user's setting permits)"
+            )
+        }));
+    }
+    let channel = narrowing_channel(&p);
+    let shards = table_shards(p.config(), channel);
+    for &shard in &shards {
+        p.ids.push(IdRoute {
+            order_id: None,
+            layer: RouteLayer::Scatter,
+            decode_failure: None,
+            channel: channel_of(p.config(), shard),
+            shard: Some(shard),
+        });
+    }
+    if write {
+        return scatter_write(p, shards);
+    }
+    plan_merge(p, PlanKind::Scatter, shards)
+}
+
+/// The one channel a top-level `channel = '...'` names, if exactly one.
+fn narrowing_channel<I: IndexTable>(p: &Planner<'_, I>) -> Option<ChannelId> {
+    let mut named = p
+        .sharded
+        .context
+        .iter()
+        .filter(|s| s.kind == ContextKind::Channel)
+        .map(|s| p.router.claim(s, &p.inputs.values));
+    let first = named.next()??;
+    named.all(|c| c == Some(first)).then_some(first)
+}
+
+fn scatter_write<I: IndexTable>(p: Planner<'_, I>, shards: Vec<u32>) -> Result<Plan, ProxyError> {
+    let config = p.config();
+    let datasources: Vec<DatasourceId> = {
+        let mut d: Vec<DatasourceId> = shards
+            .iter()
+            .map(|s| config.sharding.shards[*s as usize].datasource)
+            .collect();
+        d.sort();
+        d.dedup();
+        d
+    };
+    if datasources.len() > 1 {
+        let names: Vec<&str> = datasources
+            .iter()
+            .map(|d| config.datasource(*d).name.as_str())
+            .collect();
+        return Err(ProxyError::not_yet(format!(
+            "an UPDATE or DELETE without order ids that reaches shards on several datasources ({}): it could not be atomic (XA comes later); narrow it with a `{} = '...'` predicate",
+            names.join(", "),
+            config.sharding.channel_column
+        )));
+    }
+    if shards.len() > 1 && p.sharded.needs_merge {
+        return Err(ProxyError::not_yet(
+            "ORDER BY or LIMIT on an UPDATE or DELETE that runs on several shards",
+        ));
+    }
+    let steps = shards
+        .iter()
+        .map(|&s| p.shard_step(s, &[], false))
+        .collect();
+    p.finish_write_or_read(PlanKind::Scatter, steps, Vec::new(), true)
+}
+
+/// A read of several shards merged as one table would answer; one shard needs no merge.
+pub(super) fn plan_merge<I: IndexTable>(
+    p: Planner<'_, I>,
+    kind: PlanKind,
+    shards: Vec<u32>,
+) -> Result<Plan, ProxyError> {
+    if shards.len() == 1 {
+        let step = p.shard_step(shards[0], &[], false);
+        return Ok(p.finish(kind, vec![step], Vec::new()));
+    }
+    let Some(multi) = p.sharded.multi.as_deref() else {
+        return Err(ProxyError::not_yet(
+            "this statement on several shards (only SELECT merges results)",
+        ));
+    };
+    if let Some(why) = &multi.refused {
+        return Err(ProxyError::not_yet(why));
+    }
+    let mut merge = multi.merge.clone();
+    let pushed = bind_limit(&p, multi, &mut merge)?;
+    let steps = shards
+        .iter()
+        .map(|&s| multi_step(&p, s, multi, pushed))
+        .collect();
+    let mut plan = p.finish(kind, steps, Vec::new());
+    plan.merge = Some(merge);
+    Ok(plan)
+}
+
+/// Order ids nothing resolves, looked for on every shard of the table: the statement runs
+/// on all of them and is merged; what the shards hold is learnt when it runs.
+pub(super) fn plan_probe<I: IndexTable>(
+    mut p: Planner<'_, I>,
+    unresolved: Vec<u64>,
+) -> Result<Plan, ProxyError> {
+    let shards = table_shards(p.config(), None);
+    p.ids
+        .retain(|r| r.order_id.is_none_or(|id| !unresolved.contains(&id)));
+    for &id in &unresolved {
+        for &shard in &shards {
+            p.ids.push(IdRoute {
+                order_id: Some(id),
+                layer: RouteLayer::Probe,
+                decode_failure: None,
+                channel: channel_of(p.config(), shard),
+                shard: Some(shard),
+            });
+        }
+    }
+    let mut plan = plan_merge(p, PlanKind::Probe, shards)?;
+    plan.probe = unresolved;
+    Ok(plan)
+}
+
+/// Sets the merge's offset, limit and row cap from the statement's values; returns the
+/// LIMIT each shard gets (offset + count) when it is pushed down.
+fn bind_limit<I: IndexTable>(
+    p: &Planner<'_, I>,
+    multi: &MultiShard,
+    merge: &mut MergeSpec,
+) -> Result<Option<u64>, ProxyError> {
+    merge.row_cap = p.config().sharding.merge_row_cap;
+    let Some(limit) = multi.limit else {
+        return Ok(None);
+    };
+    let number = |slot: ValueSlot| -> Result<u64, ProxyError> {
+        match p.inputs.values.key(slot) {
+            KeyValue::Id(n) => Ok(n),
+            _ => Err(ProxyError::client(
+                1210,
+                b"HY000",
+                "Incorrect arguments to LIMIT (routekey-proxy reads LIMIT and OFFSET as non-negative integers)",
+            )),
+        }
+    };
+    let count = number(limit.count)?;
+    let offset = match limit.offset {
+        Some(slot) => number(slot)?,
+        None => 0,
+    };
+    merge.limit = Some(count);
+    merge.offset = offset;
+    Ok(limit.push_down.then(|| offset.saturating_add(count)))
+}
+
+/// One shard's statement of a multi-shard read: the shard's names, the hidden columns
+/// before `FROM`, the removed clauses, and `LIMIT offset + count` when pushed down.
+fn multi_step<I: IndexTable>(
+    p: &Planner<'_, I>,
+    shard: u32,
+    multi: &MultiShard,
+    pushed_limit: Option<u64>,
+) -> Step {
+    let inputs = p.inputs;
+    let config = p.config();
+    let s = &config.sharding.shards[shard as usize];
+    let st = statement(inputs);
+    let keys = KeyEdits {
+        generated: inputs.values.generated,
+        as_params: inputs.binary,
+        shard_key: &config.sharding.shard_key,
+        null_keys: false,
+    };
+    let mut edits = shard_edits(&st, inputs.analysis, p.sharded, s, &keys, inputs.session);
+    if !multi.hidden.is_empty() {
+        let at = st.tokens[multi.insert_before as usize].range.start;
+        let mut with = Vec::new();
+        for column in &multi.hidden {
+            with.push(Frag::text(", "));
+            for piece in column {
+                with.push(match piece {
+                    Piece::Text(t) => Frag::text(*t),
+                    Piece::Tokens(span) => Frag::Tokens(*span),
+                });
+            }
+        }
+        with.push(Frag::text(" "));
+        edits.push(Edit { at: at..at, with });
+    }
+    for span in &multi.removed {
+        edits.push(Edit {
+            at: st.bytes_of(*span),
+            with: vec![Frag::text(" ")],
+        });
+    }
+    if let Some(limit) = multi.limit {
+        let with = match pushed_limit {
+            Some(n) => format!("LIMIT {n}"),
+            None => " ".to_owned(),
+        };
+        edits.push(Edit {
+            at: st.bytes_of(limit.span),
+            with: vec![Frag::text(with)],
+        });
+    }
+    let segments = with_prefix(inputs, vec![Segment::Original(0..st.sql.len())]);
+    Step {
+        datasource: s.datasource,
+        shards: vec![shard],
+        statement: st.render_segments(&segments, edits),
+        names: Some(crate::rewrite::ResultNames::for_shard(config, s)),
+    }
+}

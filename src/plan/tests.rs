@@ -1,0 +1,391 @@
+//! The planner without sockets: an in-memory index table, statements from text.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use std::sync::Arc;
+
+use super::*;
+use crate::config::{ChannelId, Config};
+use crate::error::ProxyError;
+use crate::id::{IdFields, IdLayout};
+use crate::rewrite::SessionValues;
+use crate::route::index::{IndexError, IndexTable};
+use crate::route::value::StatementValues;
+use crate::route::{Layer, Router};
+use crate::sql::analyze::{AnalyzeContext, analyze};
+use crate::sql::charset::Decoding;
+use crate::sql::hints::route_hints;
+use crate::sql::lexer::{LexMode, lex};
+
+/// An index table in memory, counting lookups.
+#[derive(Default)]
+struct MemoryIndex {
+    rows: Mutex<HashMap<u64, String>>,
+    lookups: AtomicUsize,
+}
+
+impl IndexTable for MemoryIndex {
+    async fn lookup(&self, order_id: u64) -> Result<Option<String>, IndexError> {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        Ok(self.rows.lock().unwrap().get(&order_id).cloned())
+    }
+
+    async fn insert(&self, order_id: u64, channel: &str) -> Result<String, IndexError> {
+        let mut rows = self.rows.lock().unwrap();
+        Ok(rows
+            .entry(order_id)
+            .or_insert_with(|| channel.to_owned())
+            .clone())
+    }
+}
+
+const NOW: u64 = 1_795_000_000_000; // late 2026
+const JAN_2023: u64 = 1_672_531_200_000;
+
+fn router() -> Router<MemoryIndex> {
+    let config = Config::from_toml(include_str!("../../config/demo.toml"), "demo.toml").unwrap();
+    Router::new(Arc::new(config), MemoryIndex::default())
+}
+
+/// A route-key id of `code` minted at `NOW - 1 day`, with the given sequence.
+fn new_id(code: u64, seq: u64) -> u64 {
+    IdLayout::default()
+        .compose(IdFields {
+            timestamp: NOW - 86_400_000 - crate::id::SNOWFLAKE_EPOCH_MS,
+            worker: 3,
+            route_key: code,
+            sequence: seq,
+        })
+        .unwrap()
+}
+
+/// A classic Snowflake id from 2023 whose bits 17-14 hold `code`.
+fn legacy_id(code: u64, seq: u64) -> u64 {
+    ((JAN_2023 - crate::id::SNOWFLAKE_EPOCH_MS) << 22) | ((code << 2) << 12) | seq
+}
+
+/// Plans `sql` and applies its effects, as running it would.
+async fn route(r: &Router<MemoryIndex>, sql: &str) -> Result<Plan, ProxyError> {
+    let plan = plan_only(r, sql).await?;
+    r.apply(&plan.effects).await;
+    Ok(plan)
+}
+
+/// Plans `sql` without applying anything (EXPLAIN ROUTE).
+async fn plan_only(r: &Router<MemoryIndex>, sql: &str) -> Result<Plan, ProxyError> {
+    let lexed = lex(sql.as_bytes(), LexMode::default());
+    let cx = AnalyzeContext {
+        config: r.config(),
+        db_is_logical: true,
+        decoding: Decoding::Utf8,
+        pipes_as_concat: false,
+    };
+    let analysis = analyze(sql.as_bytes(), &lexed, cx).unwrap().analysis;
+    let values = StatementValues {
+        sql: sql.as_bytes(),
+        tokens: &lexed.tokens,
+        mode: LexMode::default(),
+        params: &[],
+        last_insert_id: 0,
+        generated: &[],
+    };
+    let hints = route_hints(sql.as_bytes(), &lexed.comments).unwrap();
+    let session = SessionValues::default();
+    let inputs = Inputs {
+        text: Text {
+            sql: sql.as_bytes(),
+            tokens: &lexed.tokens,
+            prefix: b"",
+        },
+        analysis: &analysis,
+        values,
+        hints: &hints,
+        session: &session,
+        binary: false,
+        scatter: ScatterPolicy {
+            reads: true,
+            writes: false,
+        },
+        now_ms: NOW,
+    };
+    plan(r, &inputs).await
+}
+
+fn shards(plan: &Plan) -> Vec<u32> {
+    plan.steps.iter().flat_map(|s| s.shards.clone()).collect()
+}
+
+fn error_code(e: ProxyError) -> u16 {
+    e.to_packet_parts().0
+}
+
+#[tokio::test]
+async fn decodable_ids_route_by_their_bits_without_lookups() {
+    let r = router();
+    for (code, base) in [(5u64, 0u32), (2, 4), (1, 8), (3, 12), (4, 16)] {
+        for seq in 0..8 {
+            let id = new_id(code, seq);
+            let plan = route(&r, &format!("SELECT * FROM t_order WHERE order_id = {id}"))
+                .await
+                .unwrap();
+            assert_eq!(shards(&plan), [base + (id % 4) as u32]);
+        }
+    }
+    assert_eq!(r.index().lookups.load(Ordering::Relaxed), 0);
+    assert_eq!(r.stats().layer(Layer::Decode), 40);
+}
+
+#[tokio::test]
+async fn decoded_id_wins_over_context_and_the_conflict_is_counted() {
+    let r = router();
+    let id = new_id(5, 1);
+    let plan = route(
+        &r,
+        &format!("SELECT * FROM t_order WHERE order_id = {id} AND channel = 'CN_CHANNEL'"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&plan), [(id % 4) as u32]);
+    assert_eq!(r.stats().context_conflicts(), 1);
+}
+
+#[tokio::test]
+async fn legacy_ids_are_never_routed_by_their_bits() {
+    let r = router();
+    // Bits 17-14 say EU, the index says CN.
+    let id = legacy_id(5, 7);
+    assert_eq!(IdLayout::default().route_key(id), 5);
+    r.index()
+        .rows
+        .lock()
+        .unwrap()
+        .insert(id, "CN_CHANNEL".into());
+    let sql = format!("SELECT * FROM t_order WHERE order_id = {id}");
+    let plan = route(&r, &sql).await.unwrap();
+    assert_eq!(shards(&plan), [8 + (id % 4) as u32]);
+    // Second time from the cache.
+    route(&r, &sql).await.unwrap();
+    assert_eq!(r.index().lookups.load(Ordering::Relaxed), 1);
+    assert_eq!(r.stats().layer(Layer::Index), 1);
+    assert_eq!(r.stats().layer(Layer::Cache), 1);
+}
+
+#[tokio::test]
+async fn reads_follow_context_before_the_index() {
+    let r = router();
+    let id = legacy_id(0, 1);
+    let plan = route(
+        &r,
+        &format!("SELECT * FROM t_order WHERE order_id = {id} /*region='CN'*/"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&plan), [8 + (id % 4) as u32]);
+    assert_eq!(r.index().lookups.load(Ordering::Relaxed), 0);
+    assert_eq!(r.stats().layer(Layer::Context), 1);
+}
+
+#[tokio::test]
+async fn unresolved_reads_get_the_empty_answer_and_writes_are_refused() {
+    let r = router();
+    let id = legacy_id(0, 2);
+    let plan = route(
+        &r,
+        &format!("SELECT COUNT(*) FROM t_order WHERE order_id = {id}"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(plan.kind, PlanKind::Empty);
+    assert_eq!(shards(&plan), [0]);
+    let e = route(
+        &r,
+        &format!("UPDATE t_order SET status = 'x' WHERE order_id = {id}"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(e), 1526);
+    let e = route(
+        &r,
+        &format!(
+            "DELETE FROM t_order WHERE order_id IN ({}, {id})",
+            new_id(5, 1)
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(e), 1526);
+}
+
+#[tokio::test]
+async fn writes_consult_the_index_even_with_context() {
+    let r = router();
+    let id = legacy_id(0, 3);
+    r.index()
+        .rows
+        .lock()
+        .unwrap()
+        .insert(id, "EU_CHANNEL".into());
+    let e = route(
+        &r,
+        &format!(
+            "UPDATE t_order SET status = 'x' WHERE order_id = {id} /*route_key='CN_CHANNEL'*/"
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("index table says"), "{e}");
+    let plan = route(
+        &r,
+        &format!(
+            "UPDATE t_order SET status = 'x' WHERE order_id = {id} AND channel = 'EU_CHANNEL'"
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&plan), [(id % 4) as u32]);
+    // An id the index does not know: the hint is followed, and counted.
+    let unknown = legacy_id(0, 4);
+    let plan = route(&r, &format!("UPDATE t_order SET status = 'x' WHERE order_id = {unknown} /*route_key='GLOBAL_CHANNEL'*/"))
+        .await
+        .unwrap();
+    assert_eq!(shards(&plan), [4 + (unknown % 4) as u32]);
+    assert_eq!(r.stats().hints_followed(), 1);
+}
+
+#[tokio::test]
+async fn values_that_cannot_be_ids() {
+    let r = router();
+    let plan = route(&r, "SELECT * FROM t_order WHERE order_id = -5")
+        .await
+        .unwrap();
+    assert_eq!(plan.kind, PlanKind::Empty);
+    let plan = route(&r, "DELETE FROM t_order WHERE order_id IN (NULL, 1.5)")
+        .await
+        .unwrap();
+    assert_eq!(plan.kind, PlanKind::NoRows);
+    let e = route(&r, "SELECT * FROM t_order WHERE order_id = '12abc'")
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(e), 1292);
+    let e = route(&r, "SELECT * FROM t_order WHERE order_id = 1 + 1")
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(e), 1235);
+    let scatter = route(&r, "SELECT * FROM t_order WHERE status = 'PAID'")
+        .await
+        .unwrap();
+    assert_eq!(scatter.kind, PlanKind::Scatter);
+    assert_eq!(shards(&scatter).len(), 20);
+}
+
+#[tokio::test]
+async fn in_lists_over_shards() {
+    let r = router();
+    let (a, b) = (new_id(5, 0), new_id(1, 1));
+    let plan = route(
+        &r,
+        &format!("SELECT * FROM t_order WHERE order_id IN ({a}, {b})"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&plan).len(), 2);
+    assert!(plan.merge.is_some());
+    let e = route(
+        &r,
+        &format!("SELECT GROUP_CONCAT(note) FROM t_order WHERE order_id IN ({a}, {b})"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(e), 1235);
+    // Several ids on one shard may be ordered.
+    let c = a + 4;
+    route(
+        &r,
+        &format!("SELECT * FROM t_order WHERE order_id IN ({a}, {c}) ORDER BY amount"),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn inserts_split_by_shard_and_write_index_rows_for_legacy_ids() {
+    let r = router();
+    let (a, b) = (new_id(5, 0), new_id(5, 1));
+    let legacy = legacy_id(0, 9);
+    let plan = route(
+        &r,
+        &format!("INSERT INTO t_order (order_id, channel, region) VALUES ({a}, 'EU_CHANNEL', 'GB'), ({b}, 'EU_CHANNEL', 'GB'), ({legacy}, 'GLOBAL_CHANNEL', 'US')"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(plan.ids.len(), 3);
+    assert_eq!(plan.index_writes, vec![(legacy, ChannelId(1))]);
+    // A region of another channel is the order's data, not a conflict (SPEC §4).
+    let gb = new_id(2, 5);
+    let plan = route(
+        &r,
+        &format!(
+            "INSERT INTO t_order (order_id, channel, region) VALUES ({gb}, 'GLOBAL_CHANNEL', 'GB')"
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&plan), [4 + (gb % 4) as u32]);
+    // A channel value that contradicts the decoded id is refused.
+    let e = route(
+        &r,
+        &format!(
+            "INSERT INTO t_order (order_id, channel, region) VALUES ({gb}, 'EU_CHANNEL', 'GB')"
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(e), 1526);
+    // No id, no context: refused.
+    let e = route(
+        &r,
+        &format!("INSERT INTO t_order (order_id, amount) VALUES ({legacy}, 1)"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(e), 1526);
+    // An index row naming another channel refuses the write.
+    r.write_index(legacy, ChannelId(1)).await.unwrap();
+    let e = r.write_index(legacy, ChannelId(0)).await.unwrap_err();
+    assert_eq!(error_code(e), 1526);
+}
+
+#[tokio::test]
+async fn updates_may_not_move_an_order() {
+    let r = router();
+    let id = new_id(5, 3);
+    route(
+        &r,
+        &format!("UPDATE t_order SET order_id = {id}, region = 'FR' WHERE order_id = {id}"),
+    )
+    .await
+    .unwrap();
+    let e = route(
+        &r,
+        &format!("UPDATE t_order SET order_id = 1 WHERE order_id = {id}"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(e), 1235);
+    let e = route(
+        &r,
+        &format!("UPDATE t_order SET channel = 'CN_CHANNEL' WHERE order_id = {id}"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(e), 1235);
+    // The region is the order's data.
+    route(
+        &r,
+        &format!("UPDATE t_order SET region = 'CN' WHERE order_id = {id}"),
+    )
+    .await
+    .unwrap();
+}
