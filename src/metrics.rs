@@ -78,6 +78,8 @@ pub struct Metrics {
     config_reloads: Family<ResultLabel, Counter>,
     draining: AtomicBool,
     scatters: Family<UserLabel, Counter>,
+    /// The same counts, listed by SHOW ROUTEKEY STATS (users are configured: few).
+    scatters_by_user: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
     fan_out: Histogram,
     probes: Family<ResultLabel, Counter>,
     merge_cap_hits: Counter,
@@ -100,6 +102,7 @@ impl Default for Metrics {
             config_reloads: Family::default(),
             draining: AtomicBool::new(false),
             scatters: Family::default(),
+            scatters_by_user: Default::default(),
             fan_out: Histogram::new(exponential_buckets(1.0, 2.0, 8)),
             probes: Family::default(),
             merge_cap_hits: Counter::default(),
@@ -204,6 +207,12 @@ impl Metrics {
                     user: user.to_owned(),
                 })
                 .inc();
+            *self
+                .scatters_by_user
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(user.to_owned())
+                .or_default() += 1;
         }
     }
 
@@ -221,7 +230,13 @@ impl Metrics {
 
     /// Scatters so far by user, probes by result, merge cap hits (SHOW ROUTEKEY STATS).
     pub fn scatter_counts(&self) -> Vec<(String, u64)> {
-        let mut rows = Vec::new();
+        let mut rows: Vec<(String, u64)> = self
+            .scatters_by_user
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(user, n)| (format!("scatters_user_{user}"), *n))
+            .collect();
         for result in PROBE_RESULTS {
             let n = self.probes.get_or_create(&ResultLabel { result }).get();
             rows.push((format!("probes_{result}"), n));

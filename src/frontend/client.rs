@@ -7,7 +7,8 @@ use tokio::net::TcpStream;
 use crate::error::ProxyError;
 use crate::protocol::PacketStream;
 use crate::protocol::packets::{
-    ColumnSpec, OkInfo, column_definition, eof_packet, err_packet, ok_packet, put_lenenc_int,
+    ColumnSpec, OkInfo, column_definition, eof_packet, err_packet, ok_packet, put_lenenc_bytes,
+    put_lenenc_int,
 };
 
 /// The client connection and what it negotiated.
@@ -92,6 +93,54 @@ impl Client {
         } else {
             self.packet(&eof_packet(warnings, status))
         }
+    }
+
+    /// A whole result set built by the proxy in the binary protocol (the answer to a
+    /// prepared statement's execution): `rows` hold each value as text, encoded here by
+    /// its column's type (integers as little-endian, everything else length-encoded).
+    pub fn binary_result_set(
+        &mut self,
+        columns: &[ColumnSpec<'_>],
+        rows: &[Vec<Option<Vec<u8>>>],
+        status: u16,
+    ) -> Result<(), ProxyError> {
+        use mysql_common::constants::{ColumnFlags, ColumnType};
+        self.columns_header(columns.len() as u64)?;
+        for c in columns {
+            self.packet(&column_definition(c, "", ""))?;
+        }
+        self.columns_end(status)?;
+        for row in rows {
+            let mut packet = vec![0x00];
+            let bitmap_at = packet.len();
+            packet.resize(bitmap_at + (columns.len() + 9) / 8, 0);
+            for (i, (value, c)) in row.iter().zip(columns).enumerate() {
+                let Some(text) = value else {
+                    packet[bitmap_at + (i + 2) / 8] |= 1 << ((i + 2) % 8);
+                    continue;
+                };
+                let unsigned = c.flags.contains(ColumnFlags::UNSIGNED_FLAG);
+                let number = || -> Result<i128, ProxyError> {
+                    String::from_utf8_lossy(text)
+                        .parse()
+                        .map_err(|_| ProxyError::Internal("a non-numeric integer value".into()))
+                };
+                match c.column_type {
+                    ColumnType::MYSQL_TYPE_LONGLONG if unsigned => {
+                        packet.extend_from_slice(&(number()? as u64).to_le_bytes())
+                    }
+                    ColumnType::MYSQL_TYPE_LONGLONG => {
+                        packet.extend_from_slice(&(number()? as i64).to_le_bytes())
+                    }
+                    ColumnType::MYSQL_TYPE_LONG => {
+                        packet.extend_from_slice(&(number()? as u32).to_le_bytes())
+                    }
+                    _ => put_lenenc_bytes(&mut packet, text),
+                }
+            }
+            self.packet(&packet)?;
+        }
+        self.rows_end(0, status)
     }
 
     /// A whole result set built by the proxy (small answers: SHOW WARNINGS, SHOW TABLES).

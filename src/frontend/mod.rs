@@ -3,6 +3,7 @@
 //! hands it to the session; `query` is the table of contents of statement handling.
 
 pub mod client;
+mod explain;
 pub mod handshake;
 mod ids;
 mod merge;

@@ -46,6 +46,11 @@ enum Kind {
     },
     /// A session command without parameters (BEGIN, COMMIT, SET ...): run as text.
     Session,
+    /// `EXPLAIN ROUTE <statement>`: planned at each execution, not run.
+    Explain {
+        /// Byte offset of the explained statement.
+        body: usize,
+    },
     /// `SELECT NEXT_ORDER_ID(...)`: the proxy answers, in the binary protocol.
     NextOrderId {
         /// The region: a literal, a parameter or none.
@@ -102,6 +107,18 @@ fn unknown(id: u32, command: &str) -> ProxyError {
     )
 }
 
+/// The definition of a parameter the proxy answers itself (any value).
+fn any_param() -> ColumnSpec<'static> {
+    ColumnSpec {
+        name: "?",
+        column_type: mysql_common::constants::ColumnType::MYSQL_TYPE_VAR_STRING,
+        flags: mysql_common::constants::ColumnFlags::BINARY_FLAG,
+        charset: 63,
+        length: 0,
+        decimals: 0,
+    }
+}
+
 impl Session {
     /// COM_STMT_PREPARE.
     pub async fn prepare_statement(
@@ -150,25 +167,33 @@ impl Session {
                 let id = self.register(sql, lexed, Kind::Session, 0);
                 return self.answer_prepare(client, id, 0, &[], &[], 0, None);
             }
+            Command::ExplainRoute { body } => {
+                super::explain::explained(sql, body, self)?;
+                let param_def = bytes::BytesMut::from(&column_definition(&any_param(), "", "")[..]);
+                let param_defs = vec![param_def; params];
+                let column_defs: Vec<bytes::BytesMut> = self
+                    .explain_columns()
+                    .iter()
+                    .map(|c| bytes::BytesMut::from(&column_definition(c, "", "")[..]))
+                    .collect();
+                let id = self.register(sql, lexed, Kind::Explain { body }, params);
+                let columns = column_defs.len();
+                return self.answer_prepare(
+                    client,
+                    id,
+                    columns,
+                    &param_defs,
+                    &column_defs,
+                    0,
+                    None,
+                );
+            }
             Command::NextOrderId { region, column } => {
                 let params = usize::from(region == RegionArg::Param);
                 let column_def = bytes::BytesMut::from(
                     &column_definition(&super::ids::id_column(&column), "", "")[..],
                 );
-                let param_def = bytes::BytesMut::from(
-                    &column_definition(
-                        &ColumnSpec {
-                            name: "?",
-                            column_type: mysql_common::constants::ColumnType::MYSQL_TYPE_VAR_STRING,
-                            flags: mysql_common::constants::ColumnFlags::BINARY_FLAG,
-                            charset: 63,
-                            length: 0,
-                            decimals: 0,
-                        },
-                        "",
-                        "",
-                    )[..],
-                );
+                let param_def = bytes::BytesMut::from(&column_definition(&any_param(), "", "")[..]);
                 let id = self.register(sql, lexed, Kind::NextOrderId { region, column }, params);
                 let param_defs = if params == 1 {
                     vec![param_def]
@@ -365,6 +390,16 @@ impl Session {
             Kind::Session => {
                 let sql = statement.sql.clone();
                 self.query(client, &sql).await
+            }
+            Kind::Explain { body } => {
+                let values: Vec<_> = execute
+                    .params
+                    .iter()
+                    .map(|p| param_value(payload, p))
+                    .collect();
+                let (sql, body) = (statement.sql.clone(), *body);
+                self.explain_route(client, &sql, body, Some(&values), false)
+                    .await
             }
             Kind::NextOrderId { region, column } => {
                 let region = match region {

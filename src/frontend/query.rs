@@ -173,6 +173,9 @@ impl Session {
                 self.kill(client, query_only, target, more).await
             }
             Command::ShowRouteStats => self.show_route_stats(client, more),
+            Command::ExplainRoute { body } => {
+                self.explain_route(client, sql, body, None, more).await
+            }
             Command::ShowCallers => self.show_callers(client, more),
             Command::NextOrderId { region, column } => match region {
                 RegionArg::Missing => self.next_order_id(client, None, &column, more).await,
@@ -237,6 +240,23 @@ impl Session {
             self.txn.end(b"COMMIT").await?;
         }
         self.txn.begin(sql);
+        let lexed = crate::sql::lexer::lex(sql, self.lex_mode);
+        let snapshot = lexed
+            .tokens
+            .windows(2)
+            .any(|w| w[0].is_word(sql, "consistent") && w[1].is_word(sql, "snapshot"));
+        if snapshot {
+            // WITH CONSISTENT SNAPSHOT: every datasource starts its snapshot now, not when
+            // the transaction first reads there (a dump sees one moment on each server).
+            let all = self.rt.config.datasources.len();
+            for ds in 0..all {
+                let ds = crate::config::DatasourceId(ds as u16);
+                if let Err(e) = self.connection(ds).await {
+                    self.txn.end(b"ROLLBACK").await.ok();
+                    return Err(e);
+                }
+            }
+        }
         self.ok(client, more)
     }
 

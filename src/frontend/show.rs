@@ -154,6 +154,7 @@ impl Session {
             load(&issued.without_region),
         ));
         rows.push(("id_clock_refusals".to_owned(), load(&issued.clock_refusals)));
+        rows.extend(self.proxy.metrics.scatter_counts());
         rows.push((
             "id_leases_refused_full".to_owned(),
             load(&issued.lease_full),

@@ -312,6 +312,9 @@ impl Session {
         let ran = match ran {
             Ok(ran) => ran,
             Err(e) => {
+                if e.to_string().contains("sharding.merge_row_cap") {
+                    self.proxy.metrics.count_merge_cap_hit();
+                }
                 if let Some(code) = backend_error_code(&e) {
                     for step in &plan.steps {
                         let name = &self.rt.config.datasource(step.datasource).name;

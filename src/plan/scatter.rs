@@ -61,7 +61,7 @@ pub(super) fn plan_scatter<I: IndexTable>(
             )
         } else {
             format!(
-                "statements on sharded tables without `{key} = value` or `{key} IN (...)` in the WHERE clause for this user or statement (scatter refused; a /*scatter='allow'*/ hint allows one statement where the user's setting permits)"
+                "statements on sharded tables without `{key} = value` or `{key} IN (...)` in the WHERE clause for this user or statement (scatter = \"refuse\"; a /*scatter='allow'*/ hint allows one statement)"
             )
         }));
     }

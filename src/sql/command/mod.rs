@@ -68,6 +68,11 @@ pub enum Command {
     },
     /// `SHOW ROUTEKEY STATS`: the proxy's route resolution counters (SPEC §8).
     ShowRouteStats,
+    /// `EXPLAIN ROUTE <statement>`: the plan of the statement, not run (SPEC §8).
+    ExplainRoute {
+        /// Byte offset where the explained statement starts.
+        body: usize,
+    },
     /// `SHOW ROUTEKEY CALLERS`: who asks for ids without a region, most first.
     ShowCallers,
     /// `SELECT NEXT_ORDER_ID(['region' | ?]) [[AS] alias]`: an order id (SPEC §6).
@@ -246,6 +251,9 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMod
         "show" => show(sql, tokens, words, mode),
         "select" if w(1) == "next_order_id" => next_order_id(sql, tokens, mode),
         "desc" | "describe" if n >= 2 => table_info(sql, tokens, 1, false, false),
+        "explain" if w(1) == "route" && n >= 3 => Command::ExplainRoute {
+            body: tokens[2].range.start,
+        },
         // EXPLAIN tbl is DESCRIBE tbl; EXPLAIN SELECT ... is a statement.
         "explain"
             if n >= 2
