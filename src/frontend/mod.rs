@@ -2,10 +2,12 @@
 //! loop here reads one command at a time (so pipelined commands are answered in order) and
 //! hands it to the session; `query` is the table of contents of statement handling.
 
+mod catalog;
 pub mod client;
 mod explain;
 pub mod handshake;
 mod ids;
+mod locks;
 mod merge;
 mod prepared;
 mod query;

@@ -161,6 +161,12 @@ impl Session {
                     .await
             }
             Command::Xa => Err(ProxyError::not_yet("XA transactions")),
+            Command::LockTables(lock) => self.lock_tables(client, &lock, more).await,
+            Command::UnlockTables => self.unlock_tables(client, more).await,
+            Command::ShowTableStatus { database, filter } => {
+                self.show_table_status(client, sql, database.as_deref(), filter, more)
+                    .await
+            }
             Command::ChainOrRelease => Err(ProxyError::not_yet(
                 "COMMIT/ROLLBACK with AND CHAIN or RELEASE",
             )),

@@ -84,6 +84,19 @@ impl Session {
             None => (&[][..], sql, None),
         };
         let lexed = inner.as_ref().unwrap_or(lexed);
+        if prefix.is_empty() {
+            let in_is = self
+                .database
+                .as_deref()
+                .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
+            let refs = super::catalog::view_refs(sql, lexed, in_is);
+            let cx = self.analyze_context();
+            if !refs.is_empty() && !token_mentions_sharded_table(sql, &lexed.tokens, cx) {
+                return self
+                    .catalog_statement(client, sql, lexed, &refs, more)
+                    .await;
+            }
+        }
         let statement = self.prepare_data(sql, lexed, prefix, &[]).await?;
         let plan = self.plan(&statement, false).await?;
         self.execute(client, &plan, &statement, None, more).await
@@ -216,7 +229,7 @@ impl Session {
 
     /// Runs the steps (atomically when the plan says so) and relays or merges the replies,
     /// within the longest query timeout of the datasources involved.
-    async fn run_plan(
+    pub(super) async fn run_plan(
         &mut self,
         client: &mut Client,
         plan: &Plan,
@@ -302,7 +315,7 @@ impl Session {
     }
 
     /// The session's bookkeeping after a plan ran, and the result's final packet.
-    async fn conclude(
+    pub(super) async fn conclude(
         &mut self,
         client: &mut Client,
         plan: &Plan,
@@ -409,6 +422,16 @@ impl Session {
         })
     }
 
+    /// What analysis needs of the session.
+    fn analyze_context(&self) -> AnalyzeContext<'_> {
+        AnalyzeContext {
+            config: &self.rt.config,
+            db_is_logical: self.in_logical_database(),
+            decoding: self.decoding,
+            pipes_as_concat: self.lex_mode.pipes_as_concat,
+        }
+    }
+
     /// The statement's analysis: kept by shape, or made now.
     pub(super) fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
         let db_is_logical = self.in_logical_database();
@@ -416,12 +439,7 @@ impl Session {
         if let Some(a) = self.rt.analyses.get(&key) {
             return Ok(a);
         }
-        let cx = AnalyzeContext {
-            config: &self.rt.config,
-            db_is_logical,
-            decoding: self.decoding,
-            pipes_as_concat: self.lex_mode.pipes_as_concat,
-        };
+        let cx = self.analyze_context();
         match analyze(sql, lexed, cx) {
             Ok(analyzed) => {
                 let analysis = Arc::new(analyzed.analysis);
@@ -564,7 +582,7 @@ impl Session {
 }
 
 /// What running a plan's steps gave.
-struct Ran {
+pub(super) struct Ran {
     outcome: super::respond::Outcome,
     calc_found_rows: bool,
     diagnostics: Vec<crate::backend::Diagnostic>,

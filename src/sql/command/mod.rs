@@ -2,6 +2,10 @@
 //! session holds its backend connections, so they never depend on the SQL parser (which
 //! does not read every form MySQL accepts, such as `SET NAMES x, autocommit = 1`).
 
+mod lock;
+
+pub use lock::{Lock, LockItem};
+
 use super::TokSpan;
 use super::lexer::{Token, TokenKind, unescape_string};
 use crate::sql::lexer::LexMode;
@@ -57,6 +61,18 @@ pub enum Command {
     },
     /// `XA ...`: two-phase commit, not yet supported.
     Xa,
+    /// `LOCK TABLES ...`: each datasource locks the tables it holds (every shard's
+    /// physical table of a logical one).
+    LockTables(Lock),
+    /// `UNLOCK TABLES`: on every connection the session holds.
+    UnlockTables,
+    /// `SHOW TABLE STATUS [FROM db] [LIKE 'pattern' | WHERE ...]`.
+    ShowTableStatus {
+        /// `FROM db`.
+        database: Option<String>,
+        /// Byte offset of the `LIKE` or `WHERE` clause, when there is one.
+        filter: Option<usize>,
+    },
     /// `KILL [CONNECTION | QUERY] id`.
     Kill {
         /// `KILL QUERY`.
@@ -174,6 +190,9 @@ fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
     if let Some(what) = administrative(sql, tokens, &words) {
         return Command::Administrative(what);
+    }
+    if let Some(command) = lock::classify(sql, tokens, mode) {
+        return command;
     }
     match w(0) {
         "prepare" | "deallocate" => return dynamic_sql(),
@@ -504,6 +523,7 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
         ("routekey", "stats") if tokens.len() == 3 => Command::ShowRouteStats,
         ("routekey", "callers") if tokens.len() == 3 => Command::ShowCallers,
         ("tables", _) => show_tables(sql, tokens, 2, false, mode),
+        ("table", "status") => show_table_status(sql, tokens, mode),
         ("full", "tables") => show_tables(sql, tokens, 3, true, mode),
         ("columns" | "fields", "from" | "in") => table_info(sql, tokens, 3, true, false),
         ("full", "columns" | "fields") if matches!(w(3), "from" | "in") => {
@@ -542,6 +562,29 @@ fn show_tables(sql: &[u8], tokens: &[Token], mut i: usize, full: bool, mode: Lex
         like,
         filtered,
     }
+}
+
+fn show_table_status(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
+    let mut i = 3;
+    let mut database = None;
+    if tokens
+        .get(i)
+        .is_some_and(|t| t.is_word(sql, "from") || t.is_word(sql, "in"))
+    {
+        match tokens.get(i + 1) {
+            Some(t) if matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent) => {
+                database = Some(ident_text(sql, t, mode));
+            }
+            _ => return Command::Statement,
+        }
+        i += 2;
+    }
+    let filter = match tokens.get(i) {
+        None => None,
+        Some(t) if t.is_word(sql, "like") || t.is_word(sql, "where") => Some(t.range.start),
+        Some(_) => return Command::Statement,
+    };
+    Command::ShowTableStatus { database, filter }
 }
 
 /// A table name at token `i` (`t` or `db . t`), then optionally `FROM|IN db`.
