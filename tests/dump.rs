@@ -232,6 +232,17 @@ async fn information_schema_shows_logical_tables_and_hides_the_physical_ones() {
         leaked.iter().all(|(_, t)| t == "t_order_item"),
         "physical tables or protected databases listed: {leaked:?}"
     );
+    let schemata: Vec<String> = c
+        .query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME")
+        .await
+        .unwrap();
+    assert!(schemata.contains(&"orders".to_owned()), "{schemata:?}");
+    for hidden in ["order_shards", "order_meta", "mysql"] {
+        assert!(
+            !schemata.contains(&hidden.to_owned()),
+            "{hidden} listed: {schemata:?}"
+        );
+    }
     // COLUMNS of the logical table are those of a physical shard table, in order.
     let logical: Vec<(String, String, String)> = c
         .query("select column_name, column_type, is_nullable from information_schema.columns where table_schema=database() and table_name='t_order' order by ordinal_position")

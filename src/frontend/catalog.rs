@@ -4,7 +4,7 @@
 //! over every shard) and never the physical shard tables or the proxy's own databases.
 //!
 //! How: for each catalog view a statement names (`TABLES`, `COLUMNS`, `STATISTICS`,
-//! `KEY_COLUMN_USAGE`, `TABLE_CONSTRAINTS`), the default datasource's connection gets a
+//! `KEY_COLUMN_USAGE`, `TABLE_CONSTRAINTS`, `SCHEMATA`), the default datasource's connection gets a
 //! temporary copy of the view (`CREATE TEMPORARY TABLE ... AS SELECT * FROM
 //! information_schema.X WHERE 0`, so every column keeps the view's type) holding the rows
 //! the client may see plus the logical tables' rows; the statement runs against the copies
@@ -33,7 +33,7 @@ pub struct View {
 }
 
 /// The views answered with the logical tables.
-pub const VIEWS: [View; 5] = [
+pub const VIEWS: [View; 6] = [
     View {
         name: "TABLES",
         schema_columns: &["TABLE_SCHEMA"],
@@ -57,6 +57,11 @@ pub const VIEWS: [View; 5] = [
             "REFERENCED_TABLE_SCHEMA",
         ],
         table_columns: &["TABLE_NAME", "REFERENCED_TABLE_NAME"],
+    },
+    View {
+        name: "SCHEMATA",
+        schema_columns: &["SCHEMA_NAME"],
+        table_columns: &[],
     },
     View {
         name: "TABLE_CONSTRAINTS",
@@ -245,7 +250,6 @@ fn copy_names(copies_in: &str) -> ResultNames {
 /// `mysql`) nor a physical shard table in a database it may see.
 fn visible(view: View, config: &Config, protected: &[String]) -> String {
     let schema = view.schema_columns[0];
-    let table = view.table_columns[0];
     let list = |names: &mut dyn Iterator<Item = &str>| -> String {
         names
             .map(|n| String::from_utf8_lossy(&quote_string(n.as_bytes())).into_owned())
@@ -271,7 +275,7 @@ fn visible(view: View, config: &Config, protected: &[String]) -> String {
                 .map(move |t| (s.database.as_str(), t.as_str()))
         })
         .collect();
-    if !open.is_empty() {
+    if let (Some(table), false) = (view.table_columns.first(), open.is_empty()) {
         let pairs: Vec<String> = open
             .iter()
             .map(|(d, t)| {
@@ -596,6 +600,10 @@ impl Session {
     /// The logical tables' rows of `view`, from the first shard (sizes of `TABLES` summed
     /// over every shard).
     async fn logical_rows(&mut self, view: View) -> Result<Vec<Row>, ProxyError> {
+        if view.table_columns.is_empty() {
+            // Databases: the default datasource's stands for the logical one.
+            return Ok(Vec::new());
+        }
         let config = self.rt.config.clone();
         let first = self.rt.router.first_shard() as usize;
         let shard = &config.sharding.shards[first];
@@ -744,7 +752,7 @@ mod tests {
         assert!(refs("SELECT tables FROM t", false).is_empty());
         assert!(refs("SELECT * FROM tables", false).is_empty());
         assert_eq!(refs("SELECT * FROM tables", true).len(), 1);
-        assert!(refs("SELECT * FROM information_schema.SCHEMATA", false).is_empty());
+        assert!(refs("SELECT * FROM information_schema.PARTITIONS", false).is_empty());
         assert!(refs("SELECT TABLES.TABLE_NAME FROM x", true).is_empty());
     }
 
