@@ -75,6 +75,23 @@ async fn route(r: &Router<MemoryIndex>, sql: &str) -> Result<Plan, ProxyError> {
 
 /// Plans `sql` without applying anything (EXPLAIN ROUTE).
 async fn plan_only(r: &Router<MemoryIndex>, sql: &str) -> Result<Plan, ProxyError> {
+    plan_with(
+        r,
+        sql,
+        ScatterPolicy {
+            reads: true,
+            writes: false,
+        },
+    )
+    .await
+}
+
+/// Plans `sql` under a user's scatter policy, applying nothing.
+async fn plan_with(
+    r: &Router<MemoryIndex>,
+    sql: &str,
+    scatter: ScatterPolicy,
+) -> Result<Plan, ProxyError> {
     let lexed = lex(sql.as_bytes(), LexMode::default());
     let cx = AnalyzeContext {
         config: r.config(),
@@ -104,10 +121,7 @@ async fn plan_only(r: &Router<MemoryIndex>, sql: &str) -> Result<Plan, ProxyErro
         hints: &hints,
         session: &session,
         binary: false,
-        scatter: ScatterPolicy {
-            reads: true,
-            writes: false,
-        },
+        scatter,
         now_ms: NOW,
     };
     plan(r, &inputs).await
@@ -388,4 +402,184 @@ async fn updates_may_not_move_an_order() {
     )
     .await
     .unwrap();
+}
+
+fn statements(plan: &Plan) -> Vec<String> {
+    plan.steps
+        .iter()
+        .map(|s| String::from_utf8_lossy(&s.statement.sql).into_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn reads_without_an_order_id_scatter_over_every_shard_or_one_channel() {
+    let r = router();
+    let plan = plan_only(&r, "SELECT COUNT(*) FROM t_order WHERE user_id = 7")
+        .await
+        .unwrap();
+    assert_eq!(plan.kind, PlanKind::Scatter);
+    assert_eq!(shards(&plan), (0..20).collect::<Vec<_>>());
+    assert!(plan.merge.is_some() && !plan.write);
+    for (n, sql) in statements(&plan).iter().enumerate() {
+        assert!(sql.contains(&format!("`t_order_{n}`")), "{sql}");
+    }
+    // A channel term narrows to its four shards; a region never narrows a scatter.
+    let eu = plan_only(
+        &r,
+        "SELECT * FROM t_order WHERE channel = 'EU_CHANNEL' AND user_id = 7",
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&eu), vec![0, 1, 2, 3]);
+    let gb = plan_only(
+        &r,
+        "SELECT * FROM t_order WHERE region = 'GB' AND user_id = 7",
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&gb).len(), 20);
+    // LIMIT n OFFSET o reaches each shard as LIMIT o+n.
+    let top = plan_only(
+        &r,
+        "SELECT order_id FROM t_order ORDER BY created_at DESC LIMIT 10 OFFSET 5",
+    )
+    .await
+    .unwrap();
+    assert!(
+        statements(&top).iter().all(|s| s.contains("LIMIT 15")),
+        "{:?}",
+        statements(&top)
+    );
+    // The user's policy refuses; the refusal is decided by the planner.
+    let refuse = ScatterPolicy {
+        reads: false,
+        writes: false,
+    };
+    let e = plan_with(&r, "SELECT COUNT(*) FROM t_order", refuse)
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(e), 1235);
+}
+
+#[tokio::test]
+async fn scatter_writes_stay_on_one_datasource_in_one_transaction() {
+    let r = router();
+    let sql = "UPDATE t_order SET status = 'ARCHIVED' WHERE channel = 'EU_CHANNEL' AND user_id = 7";
+    let e = plan_only(&r, sql).await.unwrap_err();
+    assert_eq!(error_code(e), 1235, "scatter_writes = refuse by default");
+    let allow = ScatterPolicy {
+        reads: true,
+        writes: true,
+    };
+    let plan = plan_with(&r, sql, allow).await.unwrap();
+    assert!(plan.write && plan.atomic);
+    assert_eq!(shards(&plan), vec![0, 1, 2, 3]);
+    // CN_CHANNEL's shards lie on both datasources; all channels even more so.
+    for sql in [
+        "UPDATE t_order SET status = 'X' WHERE channel = 'CN_CHANNEL'",
+        "DELETE FROM t_order WHERE user_id = 7",
+        "DELETE FROM t_order WHERE channel = 'EU_CHANNEL' ORDER BY created_at LIMIT 1",
+    ] {
+        let e = plan_with(&r, sql, allow).await.unwrap_err();
+        assert_eq!(error_code(e), 1235, "{sql}");
+    }
+}
+
+#[tokio::test]
+async fn a_region_is_data_on_writes_once_the_id_or_the_channel_names_a_channel() {
+    let r = router();
+    let id = new_id(2, 9); // GLOBAL_CHANNEL, shards 4-7
+    let insert = |channel: &str| {
+        format!(
+            "INSERT INTO t_order (order_id, channel, region, user_id, amount, status, created_at) \
+             VALUES ({id}, '{channel}', 'GB', 1, 1.00, 'NEW', NOW())"
+        )
+    };
+    let plan = plan_only(&r, &insert("GLOBAL_CHANNEL")).await.unwrap();
+    assert_eq!(shards(&plan), vec![4 + (id % 4) as u32]);
+    // Only a channel that contradicts the decoded id is refused.
+    let e = plan_only(&r, &insert("EU_CHANNEL")).await.unwrap_err();
+    assert_eq!(error_code(e), 1526);
+}
+
+#[tokio::test]
+async fn planning_is_pure_until_its_effects_are_applied() {
+    let r = router();
+    let id = legacy_id(5, 1);
+    r.index()
+        .rows
+        .lock()
+        .unwrap()
+        .insert(id, "CN_CHANNEL".into());
+    let sql = format!("SELECT * FROM t_order WHERE order_id = {id}");
+    for _ in 0..2 {
+        let plan = plan_only(&r, &sql).await.unwrap();
+        assert_eq!(plan.ids[0].layer, RouteLayer::Index);
+    }
+    assert_eq!(
+        r.index().lookups.load(Ordering::Relaxed),
+        2,
+        "nothing was cached"
+    );
+    route(&r, &sql).await.unwrap();
+    let cached = plan_only(&r, &sql).await.unwrap();
+    assert_eq!(cached.ids[0].layer, RouteLayer::Cache);
+    assert_eq!(r.index().lookups.load(Ordering::Relaxed), 3);
+}
+
+#[tokio::test]
+async fn explain_rows_name_each_layer() {
+    let r = router();
+    let config = r.config().clone();
+    let layer = |plan: &Plan| -> Vec<&'static str> {
+        explain::rows(plan, &config)
+            .iter()
+            .map(|row| row.layer)
+            .collect()
+    };
+    let decoded = plan_only(
+        &r,
+        &format!("SELECT * FROM t_order WHERE order_id = {}", new_id(5, 2)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(layer(&decoded), ["decode"]);
+    let context = format!(
+        "SELECT * FROM t_order WHERE order_id = {} AND channel = 'BIZ_CHANNEL'",
+        legacy_id(5, 3)
+    );
+    let context = plan_only(&r, &context).await.unwrap();
+    assert_eq!(layer(&context), ["context"]);
+    let rows = explain::rows(&context, &config);
+    assert_eq!(rows[0].channel.as_deref(), Some("BIZ_CHANNEL"));
+    assert_eq!(rows[0].decode_failure, Some("before_route_key_since"));
+    let unresolved = plan_only(
+        &r,
+        &format!("SELECT * FROM t_order WHERE order_id = {}", legacy_id(1, 4)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(layer(&unresolved), ["unresolved"]);
+    let scatter = plan_only(&r, "SELECT COUNT(*) FROM t_order_item")
+        .await
+        .unwrap();
+    let rows = explain::rows(&scatter, &config);
+    assert_eq!(rows.len(), 20);
+    assert!(
+        rows.iter()
+            .all(|row| row.layer == "scatter" && row.order_id.is_none())
+    );
+    assert_eq!(
+        rows[19].physical_table.as_deref(),
+        Some("order_shards.t_order_item_19")
+    );
+    let unsharded = plan_only(&r, "SELECT * FROM t_merchant").await.unwrap();
+    assert_eq!(layer(&unsharded), ["unsharded"]);
+    let issued = plan_only(
+        &r,
+        "INSERT INTO t_order (channel, region, user_id, amount, status, created_at) VALUES ('EU_CHANNEL', 'GB', 1, 1.00, 'NEW', NOW())",
+    )
+    .await
+    .unwrap();
+    assert_eq!(layer(&issued), ["issued"]);
 }

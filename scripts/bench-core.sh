@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Benchmarks of the plan -> execute -> merge core (not timed tests), all in one interleaved run:
+#
+#  1. point selects by order id (mariadb-slap, 16 clients): direct MariaDB, the proxy built
+#     from a baseline commit (default d271e34, the last commit before the new core), and the
+#     proxy built from the working tree;
+#  2. scatters: `SELECT COUNT(*) FROM t_order` and a top-10 `ORDER BY created_at DESC
+#     LIMIT 10` through the proxy, against the same statement on `orders_ref` (every order in
+#     one table) direct to MariaDB.
+#
+#   scripts/bench-core.sh [REPS] [BASELINE]     (defaults: 5 repetitions, d271e34)
+#
+# Needs the sandbox (scripts/sandbox.sh up). Builds both release binaries (the baseline in a
+# git worktree under .sandbox/bench/, sharing target/ for dependencies), starts both proxies
+# on free ports (logs under .sandbox/bench/), stops them on exit. Prints medians with
+# min-max and the ratios.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+reps="${1:-5}"
+baseline="${2:-d271e34}"
+sandbox="${ROUTEKEY_SANDBOX_DIR:-.sandbox}"
+work="$sandbox/bench"
+mkdir -p "$work"
+ds0_port="${ROUTEKEY_DS0_PORT:-33061}"
+
+# --- binaries ------------------------------------------------------------------------------
+tree="$work/baseline-src"
+if [[ ! -d "$tree" ]]; then
+    git worktree add --detach "$tree" "$baseline" >&2
+else
+    git -C "$tree" checkout -q --detach "$baseline"
+fi
+CARGO_TARGET_DIR="$PWD/target" cargo build --release --locked -q --manifest-path "$tree/Cargo.toml"
+cp target/release/routekey-proxy "$work/routekey-proxy-baseline"
+cargo build --release --locked -q
+cp target/release/routekey-proxy "$work/routekey-proxy-current"
+
+# --- proxies -------------------------------------------------------------------------------
+config="$(scripts/demo-config.sh)"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+start() { # name port
+    "$work/routekey-proxy-$1" --config "$config" --listen "127.0.0.1:$2" --admin-listen 127.0.0.1:0 \
+        >"$work/$1.log" 2>&1 </dev/null &
+    pids+=($!)
+    for _ in $(seq 100); do
+        (echo >"/dev/tcp/127.0.0.1/$2") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "bench-core: the $1 proxy did not start; see $work/$1.log" >&2
+    exit 1
+}
+old_port=$(free_port); start baseline "$old_port"
+new_port=$(free_port); start current "$new_port"
+
+read -r id shard < <(python3 - "$sandbox/seed-summary.json" <<'PY'
+import json, sys
+eu = json.load(open(sys.argv[1]))["channels"]["EU_CHANNEL"]
+i = eu["new_format_ids"][0]
+print(i, eu["base_shard"] + i % 4)
+PY
+)
+
+# seconds for QUERIES statements over CLIENTS connections (one mariadb-slap iteration)
+slap() { # port user pass schema clients queries sql
+    mariadb-slap --no-defaults --protocol=TCP -h127.0.0.1 -P"$1" -u"$2" ${3:+-p"$3"} \
+        --create-schema="$4" --concurrency="$5" --iterations=1 --number-of-queries="$6" \
+        --query="$7" 2>&1 | awk '/Average number of seconds/ {print $(NF-1)}'
+}
+point_direct() { slap "$ds0_port" root "" order_shards 16 40000 "SELECT * FROM t_order_$shard WHERE order_id = $id"; }
+point_proxy() { slap "$1" app app orders 16 40000 "SELECT * FROM t_order WHERE order_id = $id"; }
+count_sql="SELECT COUNT(*) FROM t_order"
+top_sql="SELECT order_id, user_id, amount, created_at FROM t_order ORDER BY created_at DESC LIMIT 10"
+scatter_direct() { slap "$ds0_port" root "" orders_ref 4 2000 "$1"; }
+scatter_proxy() { slap "$new_port" app app orders 4 2000 "$1"; }
+
+# warm-up
+point_proxy "$old_port" >/dev/null; point_proxy "$new_port" >/dev/null; point_direct >/dev/null
+scatter_proxy "$count_sql" >/dev/null
+
+results="$work/results.txt"
+: >"$results"
+for rep in $(seq "$reps"); do
+    # rotate the order so no side always runs first
+    case $((rep % 3)) in
+        0) order="direct old new" ;;
+        1) order="old new direct" ;;
+        2) order="new direct old" ;;
+    esac
+    for who in $order; do
+        case $who in
+            direct) echo "point direct $(point_direct)" >>"$results" ;;
+            old) echo "point baseline $(point_proxy "$old_port")" >>"$results" ;;
+            new) echo "point current $(point_proxy "$new_port")" >>"$results" ;;
+        esac
+    done
+    echo "count direct $(scatter_direct "$count_sql")" >>"$results"
+    echo "count proxy $(scatter_proxy "$count_sql")" >>"$results"
+    echo "top10 proxy $(scatter_proxy "$top_sql")" >>"$results"
+    echo "top10 direct $(scatter_direct "$top_sql")" >>"$results"
+    echo "bench-core: repetition $rep of $reps done" >&2
+done
+
+python3 - "$results" "$reps" "$baseline" <<'PY'
+import statistics, sys
+from collections import defaultdict
+secs = defaultdict(list)
+for line in open(sys.argv[1]):
+    kind, who, s = line.split()
+    secs[(kind, who)].append(float(s))
+queries = {"point": 40000, "count": 2000, "top10": 2000}
+def qps(key):
+    return [queries[key[0]] / s for s in secs[key]]
+def show(label, key):
+    v = qps(key)
+    print(f"  {label:<34} {statistics.median(v):9.0f} q/s  (min {min(v):.0f}, max {max(v):.0f})")
+    return statistics.median(v)
+print(f"{sys.argv[2]} interleaved repetitions; medians with min-max")
+print("point select by order id, 16 clients, 40,000 queries per run:")
+d = show("direct MariaDB", ("point", "direct"))
+o = show(f"routekey-proxy baseline {sys.argv[3]}", ("point", "baseline"))
+n = show("routekey-proxy current", ("point", "current"))
+print(f"  ratio to direct: baseline {o/d:.2f}, current {n/d:.2f}; current / baseline {n/o:.3f}")
+print("scatter over 20 shards, 4 clients, 2,000 queries per run (direct = orders_ref, one table):")
+cd = show("COUNT(*) direct orders_ref", ("count", "direct"))
+cp = show("COUNT(*) through the proxy", ("count", "proxy"))
+td = show("ORDER BY ... LIMIT 10 direct", ("top10", "direct"))
+tp = show("ORDER BY ... LIMIT 10 through proxy", ("top10", "proxy"))
+print(f"  ratio to direct: COUNT(*) {cp/cd:.2f}, ORDER BY LIMIT 10 {tp/td:.2f}")
+PY
