@@ -136,6 +136,11 @@ pub fn encode(value: &Value, meta: &ColumnMeta, protocol: Protocol) -> Result<Ve
         (Family::Double, _, Protocol::Binary) => as_f64(value)
             .map(|f| f.to_le_bytes().to_vec())
             .ok_or(unsupported),
+        // A string column holding a number (`IFNULL(MAX(note), 0)`): its text, as the
+        // server converts it.
+        (Family::Other, Value::Int(v), _) => Ok(v.to_string().into_bytes()),
+        (Family::Other, Value::Decimal(d), _) => Ok(d.to_text().into_bytes()),
+        (Family::Other, Value::Bytes(b), _) => Ok(b.clone()),
         _ => Err(unsupported),
     }
 }
@@ -659,6 +664,17 @@ mod tests {
         assert_eq!(
             enc(Value::Int(3), FLOAT, 0, Binary),
             Some(3f32.to_le_bytes().to_vec())
+        );
+        let zero = encode(
+            &Value::Int(0),
+            &meta(ColumnType::MYSQL_TYPE_VAR_STRING, 0, 39),
+            Binary,
+        )
+        .unwrap();
+        assert_eq!(
+            zero,
+            b"0".to_vec(),
+            "a number in a string column is its text"
         );
         let text_double = encode(&Value::Double(2.5), &meta(DOUBLE, 0, 31), Text);
         assert_eq!(text_double, Err(ValueError::Unsupported(5)));

@@ -210,7 +210,15 @@ fn bind_limit<I: IndexTable>(
     };
     merge.limit = Some(count);
     merge.offset = offset;
-    Ok(limit.push_down.then(|| offset.saturating_add(count)))
+    Ok(if limit.push_down {
+        Some(offset.saturating_add(count))
+    } else if count == 0 && merge.grouping.as_ref().is_some_and(|g| !g.keys.is_empty()) {
+        // Grouped: the answer is empty; shards need not group (and describe their
+        // columns as the server does for LIMIT 0).
+        Some(0)
+    } else {
+        None
+    })
 }
 
 /// One shard's statement of a multi-shard read: the shard's names, the hidden columns

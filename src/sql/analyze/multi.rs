@@ -342,10 +342,12 @@ impl Builder<'_, '_> {
             self.rows(q, select, &items, &clauses)?
         };
         merge.hidden = self.hidden.len();
+        // Groups are complete only after the merge, so HAVING waits for it. ORDER BY stays:
+        // it changes nothing the merge reads, and the server describes a sorted result's
+        // columns differently (key flags dropped through its temporary table).
         let mut removed = Vec::new();
         if grouped {
             removed.extend(clauses.having);
-            removed.extend(clauses.order);
         }
         Ok(MultiShard {
             hidden: std::mem::take(&mut self.hidden),
@@ -479,11 +481,16 @@ impl Builder<'_, '_> {
                 let n: usize = n
                     .parse()
                     .map_err(|_| format!("{clause} by the position {n}"))?;
+                let first_wildcard = items.iter().position(|it| it.expr.is_none());
                 let item = n
                     .checked_sub(1)
                     .and_then(|i| items.get(i).map(|it| (i, it)))
-                    .ok_or_else(|| format!("{clause} by position {n}, beyond the select list"))?;
-                let first_wildcard = items.iter().position(|it| it.expr.is_none());
+                    .ok_or_else(|| match first_wildcard {
+                        Some(_) => format!(
+                            "{clause} by a position inside or after `*` over several shards: name the column"
+                        ),
+                        None => format!("{clause} by position {n}, beyond the select list"),
+                    })?;
                 return match (item.1.expr, first_wildcard) {
                     (Some(e), None) => Ok((e, Some(item.0))),
                     (Some(e), Some(w)) if w > item.0 => Ok((e, Some(item.0))),
@@ -501,6 +508,25 @@ impl Builder<'_, '_> {
                 .position(|it| it.alias.as_deref() == Some(&name))
             {
                 let e = items[i].expr.expect("aliased items have expressions");
+                // MariaDB groups by a column of that name when there is one (warning
+                // 1052); a select expression naming it proves there is.
+                let names_column = |span: TokSpan| {
+                    self.tokens()[span.first as usize..=span.last as usize]
+                        .iter()
+                        .any(|t| {
+                            matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent)
+                                && self.token_text(t).eq_ignore_ascii_case(&name)
+                        })
+                };
+                let bare = e.first == e.last && names_column(e);
+                if clause == "GROUP BY"
+                    && !bare
+                    && items.iter().filter_map(|it| it.expr).any(names_column)
+                {
+                    return Err(format!(
+                        "GROUP BY `{name}`, which names both a select alias and a column (MariaDB groups by the column): group by the expression or rename the alias"
+                    ));
+                }
                 return Ok((e, Some(i)));
             }
         }

@@ -259,6 +259,12 @@ impl Planner<'_, '_> {
             || q.order_by.is_some()
             || q.limit_clause.is_some();
         plan.multi = Some(Box::new(super::multi::multi_shard(self.pos, q, select)));
+        // A shape stands for statements that differ in literals; a merge reads the select
+        // list, GROUP BY, HAVING and ORDER BY (`ORDER BY 2`, `HAVING n > 30`, `COUNT(*) + 1`),
+        // so their literals must not be shared. WHERE and LIMIT values are read per statement.
+        if plan.needs_merge && literal_beyond_where_and_limit(self.pos.sql, self.pos.tokens) {
+            self.cacheable = false;
+        }
         Ok(plan)
     }
 
@@ -639,4 +645,45 @@ impl Planner<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// Whether a literal lies outside the top-level WHERE and LIMIT clauses of a SELECT.
+fn literal_beyond_where_and_limit(sql: &[u8], tokens: &[crate::sql::lexer::Token]) -> bool {
+    use crate::sql::lexer::TokenKind;
+    #[derive(PartialEq)]
+    enum Clause {
+        Other,
+        Where,
+        Limit,
+    }
+    let mut clause = Clause::Other;
+    let mut depth = 0i32;
+    for t in tokens {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth -= 1;
+        } else if depth == 0 && t.kind == TokenKind::Word {
+            if t.is_word(sql, "where") {
+                clause = Clause::Where;
+            } else if t.is_word(sql, "limit") || t.is_word(sql, "offset") {
+                clause = Clause::Limit;
+            } else if [
+                "group", "having", "order", "window", "for", "lock", "into", "union",
+            ]
+            .iter()
+            .any(|w| t.is_word(sql, w))
+            {
+                clause = Clause::Other;
+            }
+        }
+        let literal = matches!(
+            t.kind,
+            TokenKind::Number | TokenKind::String | TokenKind::HexOrBit
+        );
+        if literal && clause == Clause::Other {
+            return true;
+        }
+    }
+    false
 }

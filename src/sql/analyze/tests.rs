@@ -389,3 +389,35 @@ fn long_operator_chains_are_not_parsed() {
         .unwrap();
     assert!(handle.join().unwrap());
 }
+
+#[test]
+fn merges_that_read_literals_are_not_shared_between_statements_of_a_shape() {
+    let config = config();
+    let cacheable = |sql: &str| {
+        let lexed = lex(sql.as_bytes(), LexMode::default());
+        let cx = AnalyzeContext {
+            config: &config,
+            db_is_logical: true,
+            decoding: Decoding::Utf8,
+            pipes_as_concat: false,
+        };
+        analyze(sql.as_bytes(), &lexed, cx).unwrap().cacheable
+    };
+    for sql in [
+        "SELECT order_id, status FROM t_order WHERE user_id = 7 ORDER BY 2 DESC",
+        "SELECT channel, region, COUNT(*) FROM t_order GROUP BY 1",
+        "SELECT channel, COUNT(*) AS n FROM t_order GROUP BY channel HAVING n > 30",
+        "SELECT COUNT(*) + 1 FROM t_order WHERE user_id = 7",
+        "SELECT IFNULL(MAX(note), 'none') FROM t_order",
+    ] {
+        assert!(!cacheable(sql), "{sql}");
+    }
+    for sql in [
+        "SELECT * FROM t_order WHERE order_id = 5",
+        "SELECT 1 FROM t_order WHERE order_id = 5",
+        "SELECT * FROM t_order WHERE order_id IN (1, 2) ORDER BY created_at LIMIT 10 OFFSET 5",
+        "SELECT COUNT(*) FROM t_order WHERE user_id = 42 AND channel = 'EU_CHANNEL'",
+    ] {
+        assert!(cacheable(sql), "{sql}");
+    }
+}
