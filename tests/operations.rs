@@ -532,13 +532,16 @@ async fn readyz_counts_a_busy_pool_as_ready() {
 #[tokio::test]
 async fn every_metric_the_dashboard_and_the_docs_use_is_exported() {
     let h = Harness::start().await;
-    // Series that exist once something happened: a backend error, an id without a region.
+    // Series that exist once something happened: a backend error, an id without a region,
+    // a scatter.
     let mut c = h.client().await;
     assert_eq!(
         error_code(&mut c, "SELECT * FROM no_such_table").await,
         1146
     );
     let _: Option<u64> = c.query_first("SELECT NEXT_ORDER_ID()").await.unwrap();
+    // A read without an order id (a scatter over every shard).
+    let _: Option<u64> = c.query_first("SELECT COUNT(*) FROM t_order").await.unwrap();
     let text = reqwest::get(format!("http://{}/metrics", h.admin))
         .await
         .unwrap()
