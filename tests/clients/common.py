@@ -311,6 +311,18 @@ def multi_item_order(ds):
     raise LookupError("no seeded order with two items on " + ds)
 
 
+@lru_cache(maxsize=None)
+def scatter_users():
+    """Seeded user ids (1..500) with orders on both servers, the most orders first (then by
+    id): WHERE user_id = <one of them> makes a small, stable scatter read over both servers."""
+    users = {}
+    for o in reference_orders().values():
+        users.setdefault(o["user_id"], []).append(o)
+    # 1, 7 and 42: user ids the suites' own rows are written with.
+    both = [u for u, os_ in users.items() if len({o["ds"] for o in os_}) == 2 and u not in (1, 7, 42)]
+    return sorted(both, key=lambda u: (-len(users[u]), u))
+
+
 def unknown_legacy_id():
     oid = fresh_legacy_id()
     assert index_channel(oid) is None

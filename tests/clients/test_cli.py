@@ -4,6 +4,9 @@ running the equivalent physical statement directly on the shard's server.
 The only differences allowed between the two outputs are the Database / Table / Org_table
 lines of `--column-type-info`: directly they name `order_shards` and `t_order_<n>`, through
 the proxy they must name `orders` and `t_order` (or the alias the statement gave).
+Statements read from several shards (scatter, IN over several shards with ORDER BY/LIMIT/
+aggregates) are compared with the same SQL run on the unsharded reference database
+`orders_ref` (ds0), where only the Database lines differ (`orders_ref` / `orders`).
 """
 
 import difflib
@@ -42,6 +45,7 @@ def run_cli(target, args=(), sql=None, stdin=None, charset="utf8mb4", database=C
 
 
 _DB_LINE = re.compile(rb"^(Database:\s+)`order_shards`$", re.M)
+_REF_DB_LINE = re.compile(rb"^(Database:\s+)`orders_ref`$", re.M)
 _TABLE_LINE = re.compile(rb"^((?:Org_)?[Tt]able:\s+)`(t_order_item|t_order)_\d+`$", re.M)
 
 
@@ -51,6 +55,13 @@ def expected_from_direct(out):
     (an alias stays as it is)."""
     out = _DB_LINE.sub(rb"\1`orders`", out)
     return _TABLE_LINE.sub(rb"\1`\2`", out)
+
+
+def expected_from_reference(out):
+    """Output of the same statement run on the unsharded reference database (orders_ref on
+    ds0, the tables under their logical names) as the proxy must show it: only the
+    Database lines of --column-type-info differ (`orders_ref` there, `orders` through the proxy)."""
+    return _REF_DB_LINE.sub(rb"\1`orders`", out)
 
 
 _ECHO = re.compile(rb"^-{14}\n.*?\n-{14}\n\n", re.M | re.S)
@@ -163,6 +174,33 @@ class CliCase(unittest.TestCase):
         return pout
 
 
+    def assert_same_as_reference(self, sql, ordered=True, args_list=(("--column-type-info", "--table"), ("-B",))):
+        """A statement whose rows come from several shards (scatter, or an IN list over
+        several shards) must answer what the same SQL answers on the unsharded reference
+        database `orders_ref` (ds0), which holds every seeded row in one table of each name.
+        ordered: the statement's ORDER BY is total, so rows (and the whole output) must be
+        identical; otherwise the column definitions must be, and the rows the same multiset."""
+        for args in args_list:
+            ctx = "\nstatement (proxy and reference orders_ref on ds0): %s\ncli args: %s" % (sql, " ".join(args))
+            prc, pout, perr = run_cli("proxy", args, sql=sql)
+            drc, dout, derr = run_cli("ds0", args, sql=sql, database=C.REF_DB)
+            self.assertEqual(drc, 0, "reference run failed (test bug?): %s%s" % (show(derr), ctx))
+            self.assertEqual((prc, show(perr)), (0, ""), "proxy failed" + ctx)
+            exp = expected_from_reference(dout)
+            if ordered:
+                if pout != exp:
+                    self.fail("stdout differs from the reference run\n" + diff(exp, pout, "expected (orders_ref, normalised)") + ctx)
+            elif "-B" in args:
+                plines, elines = pout.split(b"\n"), exp.split(b"\n")
+                self.assertEqual(plines[:1], elines[:1], "column names differ" + ctx)
+                self.assertEqual(sorted(plines[1:]), sorted(elines[1:]), "rows differ (sorted)\n"
+                                 + diff(b"\n".join(sorted(elines[1:])), b"\n".join(sorted(plines[1:]))) + ctx)
+            else:
+                self.assertEqual(parse_fields(pout), parse_fields(exp), "column definitions differ" + ctx)
+        rc, out, _ = run_cli("ds0", ("-B",), sql=sql, database=C.REF_DB)
+        self.assertGreater(len(out.split(b"\n")) - 2, 0, "test picked a statement without rows: " + sql)
+
+
 class TestCliReads(CliCase):
     """Point reads, joins, aliases, every column type: byte-identical CLI output."""
 
@@ -271,23 +309,83 @@ class TestCliReads(CliCase):
                 self.assertGreater(len({C.ds_of_shard(s) for s in shards}), 1)
                 self.assert_multi_shard(sql, shards)
 
-    def test_multi_shard_order_by_is_refused_cleanly(self):
-        """Deferred: IN over several shards with ORDER BY / LIMIT / aggregate is an error,
-        never a wrongly ordered or partial answer."""
+    def test_multi_shard_order_by_matches_reference(self):
+        """IN over shards on both servers with ORDER BY / LIMIT / aggregates: merged exactly,
+        the answer of one table holding all the rows (orders_ref)."""
         a, b = self.p["new_ds0"], self.p["new_ds1"]
-        for tail in ("ORDER BY order_id", "ORDER BY amount LIMIT 1"):
-            sql = "SELECT order_id FROM t_order WHERE order_id IN (%d, %d) %s" % (a["order_id"], b["order_id"], tail)
+        self.assertNotEqual(a["ds"], b["ds"])
+        ids = "%d, %d" % (a["order_id"], b["order_id"])
+        la, lb = self.p["legacy_ds0"], self.p["legacy_ds1"]
+        ids4 = "%d, %d, %d, %d" % (a["order_id"], b["order_id"], la["order_id"], lb["order_id"])
+        cases = [
+            "SELECT order_id FROM t_order WHERE order_id IN (%s) ORDER BY order_id" % ids,
+            "SELECT order_id FROM t_order WHERE order_id IN (%s) ORDER BY order_id DESC" % ids,
+            "SELECT order_id FROM t_order WHERE order_id IN (%s) ORDER BY amount, order_id LIMIT 1" % ids,
+            "SELECT order_id, amount, note, created_at FROM t_order WHERE order_id IN (%s) "
+            "ORDER BY amount DESC, order_id LIMIT 2 OFFSET 1" % ids4,
+            "SELECT COUNT(*) FROM t_order WHERE order_id IN (%s)" % ids,
+            "SELECT COUNT(*), SUM(amount), MIN(created_at), MAX(note) FROM t_order WHERE order_id IN (%s)" % ids4,
+        ]
+        if a["amount"] != b["amount"]:  # the statement of the old check: a total order only without a tie
+            cases.append("SELECT order_id FROM t_order WHERE order_id IN (%s) ORDER BY amount LIMIT 1" % ids)
+        for sql in cases:
             with self.subTest(sql=sql):
-                rc, out, err = run_cli("proxy", ("-B",), sql=sql)
-                self.assertNotEqual(rc, 0, "proxy answered a deferred statement: %s" % show(out))
-                self.assertRegex(show(err), r"(?m)^ERROR \d+ \([0-9A-Z]{5}\)", "not a MySQL error: %s" % show(err))
-                self.assertEqual(out, b"")
-        sql = "SELECT COUNT(*) FROM t_order WHERE order_id IN (%d, %d)" % (a["order_id"], b["order_id"])
-        rc, out, err = run_cli("proxy", ("-B",), sql=sql)
-        if rc == 0:  # if answered at all, the answer must be right
-            self.assertEqual(out, b"COUNT(*)\n2\n", "multi-shard COUNT(*) answered wrongly: " + sql)
-        else:
-            self.assertRegex(show(err), r"(?m)^ERROR \d+ \([0-9A-Z]{5}\)")
+                self.assert_same_as_reference(sql)
+
+    def test_scatter_select_matches_reference(self):
+        """No usable order id (WHERE user_id = <seeded user>): every shard is read and the
+        rows merged exactly as orders_ref answers (in order where ORDER BY is total)."""
+        both = C.scatter_users()
+        self.assertGreaterEqual(len(both), 3, "no seeded users with orders on both servers")
+        u, u2, u3 = both[:3]
+        eu = [o for o in C.reference_orders().values() if o["user_id"] == u and o["channel"] == "EU_CHANNEL"]
+        ordered = [
+            "SELECT order_id, channel, amount, status, note, created_at FROM t_order WHERE user_id = %d ORDER BY order_id" % u,
+            "SELECT * FROM t_order WHERE user_id = %d ORDER BY created_at DESC, order_id" % u,
+            "SELECT order_id, amount FROM t_order WHERE user_id = %d ORDER BY amount DESC, order_id LIMIT 3" % u,
+            "SELECT order_id, amount FROM t_order WHERE user_id = %d ORDER BY amount, order_id LIMIT 2 OFFSET 2" % u,
+            "SELECT order_id, note FROM t_order WHERE user_id = %d ORDER BY note, order_id" % u,
+            "SELECT COUNT(*), SUM(amount), MIN(created_at), MAX(note), AVG(amount) FROM t_order WHERE user_id = %d" % u,
+            "SELECT channel, COUNT(*) AS n, SUM(amount) AS total FROM t_order WHERE user_id IN (%d, %d, %d) "
+            "GROUP BY channel ORDER BY channel" % (u, u2, u3),
+            "SELECT DISTINCT channel FROM t_order WHERE user_id IN (%d, %d, %d) ORDER BY channel" % (u, u2, u3),
+            "SELECT o.order_id, i.item_no, i.sku, i.qty, i.price FROM t_order o JOIN t_order_item i "
+            "ON i.order_id = o.order_id WHERE o.user_id = %d ORDER BY o.order_id, i.item_no" % u,
+            "SELECT COUNT(*) FROM t_order WHERE user_id = 0",
+        ]
+        if eu:  # a channel named: its shards only
+            ordered.append("SELECT order_id, region, amount FROM t_order WHERE channel = 'EU_CHANNEL' AND user_id = %d "
+                           "ORDER BY order_id" % u)
+        for sql in ordered:
+            with self.subTest(sql=sql):
+                self.assert_same_as_reference(sql)
+        sql = "SELECT order_id, channel, amount, note FROM t_order WHERE user_id = %d" % u
+        with self.subTest(sql=sql, ordered=False):
+            self.assert_same_as_reference(sql, ordered=False)
+
+    def test_scatter_update_is_refused_cleanly(self):
+        """A scatter UPDATE (no order id; scatter_writes = "refuse", the default) is error
+        1235 (42000) and changes nothing; with --force the session goes on. The row it would
+        change is a fresh one written directly on its shard, under a user id of its own."""
+        oid = C.fresh_new_id("BIZ_CHANNEL")
+        shard = C.shard_of(oid, "BIZ_CHANNEL")
+        user = 900_000_000 + C._rng.randrange(1_000_000)
+        C.admin_query(C.ds_of_shard(shard),
+                      "INSERT INTO %s.t_order_%d (%s) VALUES (%%s, 'BIZ_CHANNEL', 'HK', %%s, 5.00, 'NEW', 'scatter', "
+                      "'2025-05-06 07:08:09.123')" % (C.PHYSICAL_DB, shard, C.ORDER_COLUMNS), (oid, user))
+        try:
+            before = C.physical_row(oid, shard)
+            o = self.p["new_ds0"]
+            for upd in ("UPDATE t_order SET status = 'SCATTERED' WHERE user_id = %d" % user,
+                        "UPDATE t_order SET amount = amount WHERE user_id = %d" % user):
+                script = "%s;\nSELECT order_id FROM t_order WHERE order_id = %d;\n" % (upd, o["order_id"])
+                with self.subTest(upd):
+                    rc, out, err = run_cli("proxy", ("-B", "--force"), stdin=script.encode())
+                    self.assertRegex(show(err), r"(?m)^ERROR 1235 \(42000\)", "not error 1235: %s" % show(err))
+                    self.assertEqual(show(out), "order_id\n%d\n" % o["order_id"], "session not usable after: " + upd)
+                    self.assertEqual(C.physical_row(oid, shard), before, "the refused UPDATE changed the row")
+        finally:
+            C.purge_order(oid)
 
 
 class TestCliMetadataStatements(CliCase):

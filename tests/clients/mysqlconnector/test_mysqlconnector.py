@@ -243,6 +243,16 @@ def load_reference():
         REF[d["order_id"]] = d
 
 
+def scatter_users():
+    """Seeded user ids with orders on both servers, the most orders first (then by id)."""
+    users = {}
+    for o in REF.values():
+        if o["user_id"] <= 500 and o["user_id"] not in (1, 7, 42):  # not the suites' own rows' user ids
+            users.setdefault(o["user_id"], []).append(o)
+    both = [u for u, os_ in users.items() if len({o["ds"] for o in os_}) == 2]
+    return sorted(both, key=lambda u: (-len(users[u]), u))
+
+
 def has_emoji(s):
     return s is not None and any(ord(ch) > 0xFFFF for ch in s)
 
@@ -752,14 +762,32 @@ def g_defaults_and_transactions(pure):
     pexec(cur, "DELETE FROM t_order WHERE order_id = ?", (oid,))
     pc.commit()
     check_eq("%s: DELETE committed" % m, shards_holding(oid), [])
-    # A statement the proxy cannot route: 1235, and the connection stays usable.
+    # A SELECT without an order id is a scatter read: every shard, rows merged as the
+    # unsharded reference database (orders_ref on ds0) answers the same SQL.
+    users = scatter_users()
+    rc = direct_conn("ds0", pure, database="orders_ref")
+    for sql, args in (
+            ("SELECT * FROM t_order WHERE user_id = ? ORDER BY order_id", (users[0],)),
+            ("SELECT order_id, amount, note FROM t_order WHERE user_id = ? ORDER BY amount DESC, order_id LIMIT 3",
+             (users[0],)),
+            ("SELECT COUNT(*), SUM(amount), MIN(created_at), MAX(note) FROM t_order WHERE user_id = ?", (users[0],)),
+            ("SELECT channel, COUNT(*) FROM t_order WHERE user_id IN (?, ?) GROUP BY channel ORDER BY channel",
+             (users[0], users[1]))):
+        for prepared in (True, False):
+            q = sql if prepared else sql.replace("?", "%s")
+            compare("%s: %s SELECT without an order id (scatter) equals orders_ref: %s"
+                    % (m, "prepared" if prepared else "text", sql), pc, rc, q, 0, args, prepared, direct_sql=q)
+    rc.rollback()
+    rc.close()
+    pc.rollback()
+    # A scatter UPDATE is still refused (scatter_writes = "refuse"): 1235, and the connection
+    # stays usable.
     err = None
     try:
-        pexec(cur, "SELECT * FROM t_order WHERE user_id = ?", (42,))
-        cur.fetchall()
+        pexec(cur, "UPDATE t_order SET amount = amount WHERE user_id = ?", (users[0],))
     except mysql.connector.Error as e:
         err = e.errno
-    check_eq("%s: prepared SELECT without an order id: 1235" % m, err, 1235)
+    check_eq("%s: prepared UPDATE without an order id: 1235" % m, err, 1235)
     pc.rollback()
     o = REF[sorted(REF)[-1]]
     cur2 = pc.cursor(prepared=True)

@@ -293,7 +293,7 @@ function logicalFields(fields) {
   if (!fields) return null;
   return fields.map((f) => {
     const g = { ...f };
-    if (g.schema === 'order_shards') g.schema = 'orders';
+    if (g.schema === 'order_shards' || g.schema === 'orders_ref') g.schema = 'orders'; // orders_ref: the unsharded reference
     for (const k of ['table', 'orgTable']) {
       const m = /^(t_order_item|t_order)_\d+$/.exec(g[k] || '');
       if (m) g[k] = m[1];
@@ -414,6 +414,19 @@ async function loadReference() {
     }
   }
   if (!P.lookalike) throw new Error('no look-alike legacy id found');
+}
+
+// Seeded user ids with orders on both datasources, the most orders first (then by id).
+function scatterUsers() {
+  const users = new Map();
+  for (const o of REF.values()) {
+    const u = Number(o.user_id);
+    if (u > 500 || [1, 7, 42].includes(u)) continue; // not the suites' own rows' user ids
+    if (!users.has(u)) users.set(u, []);
+    users.get(u).push(o);
+  }
+  return [...users.entries()].filter(([, os]) => new Set(os.map((o) => o.ds)).size === 2)
+    .sort((x, y) => y[1].length - x[1].length || x[0] - y[0]).map(([u]) => u);
 }
 
 function itemOrders() {
@@ -698,9 +711,23 @@ async function gWrites() {
     check(`${method}: INSERT with a NULL id is refused`, !!p.error, show(p));
     p = await outcome(pc, method, 'SELECT order_id FROM t_order WHERE order_id = ?', [P.new_ds0.id]);
     checkEq(`${method}: connection usable after the refused INSERT`, p.rows, [[['order_id', 'string', P.new_ds0.id]]]);
-    // A statement without an order id: 1235, connection usable.
-    p = await outcome(pc, method, 'SELECT * FROM t_order WHERE user_id = ?', [42]);
-    checkEq(`${method}: SELECT without an order id: 1235`, p.error && p.error[0], 1235, show(p));
+    // A SELECT without an order id is a scatter read: rows and fields as the unsharded
+    // reference database (orders_ref on ds0) answers the same SQL.
+    const users = scatterUsers();
+    const rc = await direct('ds0', SAFE, { database: 'orders_ref' });
+    for (const [sql, args] of [
+      ['SELECT * FROM t_order WHERE user_id = ? ORDER BY order_id', [users[0]]],
+      ['SELECT order_id, amount, note FROM t_order WHERE user_id = ? ORDER BY amount DESC, order_id LIMIT 3', [users[0]]],
+      ['SELECT COUNT(*) AS n, SUM(amount) AS s, MIN(created_at) AS first, MAX(note) AS mx FROM t_order WHERE user_id = ?', [users[0]]],
+      ['SELECT channel, COUNT(*) AS n FROM t_order WHERE user_id IN (?, ?) GROUP BY channel ORDER BY channel', [users[0], users[1]]],
+      ['SELECT order_id FROM t_order WHERE order_id IN (?, ?) ORDER BY amount, order_id LIMIT 1', [P.new_ds0.id, P.new_ds1.id]],
+    ]) {
+      await compare(`${method}: SELECT without an order id (scatter) equals orders_ref: ${sql}`, pc, rc, method, sql, 0, args, sql);
+    }
+    await rc.end();
+    // A scatter UPDATE is still refused (scatter_writes = "refuse"): 1235, connection usable.
+    p = await outcome(pc, method, 'UPDATE t_order SET amount = amount WHERE user_id = ?', [users[0]]);
+    checkEq(`${method}: UPDATE without an order id: 1235`, p.error && p.error[0], 1235, show(p));
     p = await outcome(pc, method, 'SELECT order_id FROM t_order WHERE order_id = ?', [P.legacy_ds1.id]);
     checkEq(`${method}: connection usable after the 1235`, p.rows, [[['order_id', 'string', P.legacy_ds1.id]]]);
     await pc.end();

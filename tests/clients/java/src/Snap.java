@@ -81,7 +81,7 @@ final class Snap {
         for (String[] c : cols) {
             String[] d = c.clone();
             d[F_TABLE] = PHYSICAL_TABLE.matcher(d[F_TABLE]).replaceAll("$1");
-            if ("order_shards".equalsIgnoreCase(d[F_CATALOG])) {
+            if ("order_shards".equalsIgnoreCase(d[F_CATALOG]) || "orders_ref".equalsIgnoreCase(d[F_CATALOG])) { // orders_ref: the unsharded reference
                 d[F_CATALOG] = "orders";
             }
             s.cols.add(d);
