@@ -438,6 +438,30 @@ async fn reads_without_an_order_id_scatter_over_every_shard_or_one_channel() {
     .await
     .unwrap();
     assert_eq!(shards(&gb).len(), 20);
+    // A region beside a channel is data on reads too: the channel narrows.
+    let corp_gb = plan_only(
+        &r,
+        "SELECT * FROM t_order WHERE channel = 'EU_CHANNEL' AND region = 'CN' AND user_id = 7",
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&corp_gb), vec![0, 1, 2, 3]);
+    // Two channels selecting no row: MySQL's empty answer, never a refusal nor a narrowing.
+    let none = plan_only(
+        &r,
+        "SELECT * FROM t_order WHERE channel = 'EU_CHANNEL' AND channel = 'CN_CHANNEL'",
+    )
+    .await
+    .unwrap();
+    assert_eq!(shards(&none).len(), 20);
+    // A hint that contradicts a predicate is still refused.
+    let e = plan_only(
+        &r,
+        "/*route_key='CN_CHANNEL'*/ SELECT * FROM t_order WHERE channel = 'EU_CHANNEL'",
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(e), 1526);
     // LIMIT n OFFSET o reaches each shard as LIMIT o+n.
     let top = plan_only(
         &r,

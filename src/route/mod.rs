@@ -146,9 +146,16 @@ impl<I: IndexTable> Router<I> {
     }
 
     /// The statement's (or an INSERT row's) route context: hints and predicates must
-    /// agree. On a write, a `region` value is data (a customer of one region buys on
-    /// another channel's site) once a `channel` value or a channel hint names the channel:
-    /// only channels must then agree.
+    /// agree. A `region` value is data (a customer of one region buys on another
+    /// channel's site) once a `channel` value or a channel hint names the channel: only
+    /// channels must then agree (a region hint stays a claim). On a read, predicates naming
+    /// different channels (or regions) select no row, as MySQL answers them: the
+    /// statement gets no context (it runs where its ids or a scatter lead, and the
+    /// server returns the empty answer); a hint that contradicts a predicate is refused.
+    ///
+    /// # Errors
+    /// 1526 for a hint naming an unknown channel or region, and for claims that name
+    /// different channels (on reads: unless only predicates disagree).
     pub fn context(
         &self,
         slots: &[ContextSlot],
@@ -156,42 +163,61 @@ impl<I: IndexTable> Router<I> {
         values: &StatementValues<'_>,
         write: bool,
     ) -> Result<Option<ChannelId>, ProxyError> {
-        let mut claims: Vec<(ChannelId, String, ContextKind)> = Vec::new();
+        struct Claim {
+            channel: ChannelId,
+            text: String,
+            kind: ContextKind,
+            hint: bool,
+        }
+        let mut claims: Vec<Claim> = Vec::new();
         if let Some(name) = &hints.route_key {
             let channel = self.config.channel_by_name(name).ok_or_else(|| {
                 ProxyError::unroutable(format!("route hint names an unknown channel '{name}'"))
             })?;
-            claims.push((channel, format!("route_key='{name}'"), ContextKind::Channel));
+            claims.push(Claim {
+                channel,
+                text: format!("route_key='{name}'"),
+                kind: ContextKind::Channel,
+                hint: true,
+            });
         }
         if let Some(region) = &hints.region {
             let channel = self.config.channel_by_region(region).ok_or_else(|| {
                 ProxyError::unroutable(format!("route hint names an unknown region '{region}'"))
             })?;
-            claims.push((channel, format!("region='{region}'"), ContextKind::Region));
+            claims.push(Claim {
+                channel,
+                text: format!("region='{region}'"),
+                kind: ContextKind::Region,
+                hint: true,
+            });
         }
         for slot in slots {
             if let Some(channel) = self.claim(slot, values) {
-                claims.push((
+                claims.push(Claim {
                     channel,
-                    values.text(slot.value).unwrap_or_default(),
-                    slot.kind,
-                ));
+                    text: values.text(slot.value).unwrap_or_default(),
+                    kind: slot.kind,
+                    hint: false,
+                });
             }
         }
-        if write && claims.iter().any(|c| c.2 == ContextKind::Channel) {
-            // The region hint stays a claim; region values are the order's data.
-            let hinted_region = hints.region.as_ref().map(|r| format!("region='{r}'"));
-            claims.retain(|c| c.2 == ContextKind::Channel || Some(&c.1) == hinted_region.as_ref());
+        if claims.iter().any(|c| c.kind == ContextKind::Channel) {
+            claims.retain(|c| c.kind == ContextKind::Channel || c.hint);
         }
-        let Some((first, first_text, _)) = claims.first() else {
+        let Some(first) = claims.first() else {
             return Ok(None);
         };
-        if let Some((_, other, _)) = claims.iter().find(|(c, _, _)| c != first) {
-            return Err(ProxyError::unroutable(format!(
-                "conflicting route context: '{first_text}' and '{other}' name different channels"
-            )));
+        let Some(other) = claims.iter().find(|c| c.channel != first.channel) else {
+            return Ok(Some(first.channel));
+        };
+        if !write && claims.iter().all(|c| !c.hint) {
+            return Ok(None);
         }
-        Ok(Some(*first))
+        Err(ProxyError::unroutable(format!(
+            "conflicting route context: '{}' and '{}' name different channels",
+            first.text, other.text
+        )))
     }
 
     /// Resolves one order id through the layers; what it counts and learns goes to `fx`.
