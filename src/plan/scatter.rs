@@ -49,13 +49,20 @@ pub(super) fn plan_scatter<I: IndexTable>(
 ) -> Result<Plan, ProxyError> {
     let inputs = p.inputs;
     let key = p.config().sharding.shard_key.clone();
+    // A `/*scatter='refuse'*/` hint refuses a write too; an `allow` hint never lifts the
+    // user's scatter_writes policy.
+    let hint_refuses_write = write && inputs.hints.scatter == Some(false) && inputs.scatter.writes;
     let allowed = if write {
-        inputs.scatter.writes
+        inputs.scatter.writes && !hint_refuses_write
     } else {
         inputs.hints.scatter.unwrap_or(inputs.scatter.reads)
     };
     if !allowed {
-        return Err(ProxyError::not_yet(if write {
+        return Err(ProxyError::not_yet(if hint_refuses_write {
+            format!(
+                "UPDATE or DELETE on sharded tables without `{key} = value` or `{key} IN (...)` in the WHERE clause under a /*scatter='refuse'*/ hint"
+            )
+        } else if write {
             format!(
                 "UPDATE or DELETE on sharded tables without `{key} = value` or `{key} IN (...)` in the WHERE clause for this user (scatter_writes = \"refuse\"; name the order ids)"
             )

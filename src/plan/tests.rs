@@ -498,6 +498,13 @@ async fn scatter_writes_stay_on_one_datasource_in_one_transaction() {
     let plan = plan_with(&r, sql, allow).await.unwrap();
     assert!(plan.write && plan.atomic);
     assert_eq!(shards(&plan), vec![0, 1, 2, 3]);
+    // A refuse hint refuses the write; an allow hint never lifts the user's policy.
+    let hinted = format!("/*scatter='refuse'*/ {sql}");
+    let e = plan_with(&r, &hinted, allow).await.unwrap_err();
+    assert_eq!(error_code(e), 1235, "{hinted}");
+    let hinted = format!("/*scatter='allow'*/ {sql}");
+    let e = plan_only(&r, &hinted).await.unwrap_err();
+    assert_eq!(error_code(e), 1235, "{hinted}");
     // CN_CHANNEL's shards lie on both datasources; all channels even more so.
     for sql in [
         "UPDATE t_order SET status = 'X' WHERE channel = 'CN_CHANNEL'",
