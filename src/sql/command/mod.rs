@@ -86,7 +86,8 @@ pub enum Command {
     ShowRouteStats,
     /// `EXPLAIN ROUTE <statement>`: the plan of the statement, not run (SPEC §8).
     ExplainRoute {
-        /// Byte offset where the explained statement starts.
+        /// Byte offset where the explained statement starts: right after `ROUTE`, so
+        /// comments (route hints) before its verb belong to it.
         body: usize,
     },
     /// `SHOW ROUTEKEY CALLERS`: who asks for ids without a region, most first.
@@ -270,8 +271,9 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMod
         "show" => show(sql, tokens, words, mode),
         "select" if w(1) == "next_order_id" => next_order_id(sql, tokens, mode),
         "desc" | "describe" if n >= 2 => table_info(sql, tokens, 1, false, false),
+        // The body starts right after ROUTE, so hints before its verb are read.
         "explain" if w(1) == "route" && n >= 3 => Command::ExplainRoute {
-            body: tokens[2].range.start,
+            body: tokens[1].range.end,
         },
         // EXPLAIN tbl is DESCRIBE tbl; EXPLAIN SELECT ... is a statement.
         "explain"

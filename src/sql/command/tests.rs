@@ -231,3 +231,16 @@ fn next_order_id_alone_is_the_proxys_function_and_any_other_use_is_refused() {
         assert!(matches!(cmd(sql), Command::Refused(_)), "{sql}");
     }
 }
+
+#[test]
+fn explain_route_body_keeps_the_hints_before_its_verb() {
+    let sql = "EXPLAIN ROUTE /*route_key='BIZ_CHANNEL'*/ SELECT 1";
+    let Command::ExplainRoute { body } = cmd(sql) else {
+        panic!("{sql}");
+    };
+    assert_eq!(&sql[body..], " /*route_key='BIZ_CHANNEL'*/ SELECT 1");
+    assert!(!matches!(
+        cmd("EXPLAIN ROUTE"),
+        Command::ExplainRoute { .. }
+    ));
+}
