@@ -326,6 +326,12 @@ impl BackendConn {
         self.broken = true;
     }
 
+    /// A command was sent and its response is not read to its end (and the connection
+    /// is not broken): reading on will not block forever.
+    pub fn awaiting_reply(&self) -> bool {
+        self.awaiting && !self.broken
+    }
+
     /// Broken, or with a response still unread: not reusable.
     pub fn is_broken(&self) -> bool {
         self.broken || self.awaiting

@@ -419,10 +419,50 @@ impl<'c, 'p> Results<'c, 'p> {
         Ok(())
     }
 
+    /// After the statement failed on the proxy's side while replies were still coming (a
+    /// merge past `sharding.merge_row_cap`, a client that went away): reads what the
+    /// session's held connections still owe and drops it, so the connection, and the
+    /// transaction or session state on it, stays usable; steps not yet sent are never
+    /// sent. Fresh connections (outside a transaction) are left as they are: the pool
+    /// discards a connection with a reply unread. A connection that fails while being
+    /// read stays broken (the session then learns its transaction is lost).
+    pub async fn settle(&mut self) {
+        for lane in &mut self.lanes {
+            let LaneConn::Held(conn) = &mut lane.conn else {
+                continue;
+            };
+            for &step in &lane.steps {
+                if !conn.awaiting_reply() {
+                    break;
+                }
+                let in_rows = match &self.state[step] {
+                    State::Sent => false,
+                    State::Rows => true,
+                    State::Done(end) if end.more_results() => false,
+                    _ => continue,
+                };
+                if let Err(e) = finish_reply(conn, in_rows).await {
+                    tracing::debug!(error = %e, "reply left unread after a failed statement");
+                }
+                self.state[step] = State::Done(StepEnd::default());
+            }
+        }
+    }
+
     /// The datasources whose connections the plan used.
     pub fn datasources(&self) -> Vec<DatasourceId> {
         self.lanes.iter().map(|l| l.datasource).collect()
     }
+}
+
+/// Reads the rest of the reply `conn` is in (`in_rows`: inside a result set's rows, else
+/// before a result's header) and drops it; a backend ERR ends it too.
+async fn finish_reply(conn: &mut BackendConn, in_rows: bool) -> Result<(), ProxyError> {
+    if in_rows && !conn.skip_rows().await?.more_results() {
+        return Ok(());
+    }
+    let reply = conn.read_reply().await?;
+    conn.drain_reply(reply).await.map(drop)
 }
 
 /// The error of a merge that would hold more than `sharding.merge_row_cap` rows.

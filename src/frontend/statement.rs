@@ -304,6 +304,9 @@ impl Session {
         let respond =
             super::respond::respond(client, &mut results, plan, binding.is_some(), status).await;
         handle.set_running(None);
+        if respond.is_err() {
+            results.settle().await;
+        }
         let outcome = respond?;
         Ok(Ran {
             outcome,
