@@ -1,6 +1,6 @@
 //! A DBA's tools through the proxy: `mariadb-dump` of the logical database (LOCK TABLES
-//! and `--single-transaction`, whole database and one table) restored into a scratch
-//! database holds exactly the rows of every shard; `SHOW TABLE STATUS` and
+//! and `--single-transaction`, whole database and one table) restored into an empty
+//! scratch MariaDB server holds exactly the rows of every shard; `SHOW TABLE STATUS` and
 //! `information_schema` describe the logical tables (sizes summed over the shards) and
 //! never show the physical ones; `LOCK TABLES` of a logical table holds writes on every
 //! shard until `UNLOCK TABLES`.
@@ -82,47 +82,144 @@ fn dump(h: &Harness, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
-/// Loads a dump into a fresh scratch database on ds1 with the mariadb client.
-fn restore(database: &str, dump: &[u8]) {
-    use std::io::Write;
-    let cli = |extra: &[&str]| {
-        let mut c = std::process::Command::new("mariadb");
-        c.args(["--no-defaults", "--protocol=TCP", "-h127.0.0.1", "-uroot"])
-            .arg(format!("-P{}", sandbox_port(1)))
-            .args(extra);
-        c
-    };
-    let reset = format!("DROP DATABASE IF EXISTS {database}; CREATE DATABASE {database}");
-    assert!(cli(&["-e", &reset]).status().unwrap().success());
-    let mut child = cli(&[database])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(dump).unwrap();
-    assert!(child.wait().unwrap().success(), "the dump restores");
+/// An empty MariaDB server of this test's own (own data directory under the sandbox
+/// folder, a free port), to restore dumps into as a DBA would; killed and removed on drop.
+struct ScratchServer {
+    server: std::process::Child,
+    dir: std::path::PathBuf,
+    port: u16,
 }
 
-async fn check_restored(database: &str, tables: &[usize]) {
-    let mut conn = backend(1).await;
-    for &t in tables {
-        let name = ["t_order", "t_order_item"][t];
-        let restored = digest_of(&mut conn, t, &format!("{database}.{name}")).await;
-        assert_eq!(
-            restored,
-            shards_digest(t).await,
-            "{name} restored from the dump"
+impl ScratchServer {
+    fn start() -> Self {
+        let root = std::env::var("ROUTEKEY_SANDBOX_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".sandbox"));
+        let dir = root.join(format!("scratch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (data, tmp) = (dir.join("data"), dir.join("tmp"));
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&tmp).unwrap();
+        let sbin = |b: &str| {
+            ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"]
+                .iter()
+                .map(|d| std::path::Path::new(d).join(b))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| b.into())
+        };
+        let log = std::fs::File::create(dir.join("install.log")).unwrap();
+        let installed = std::process::Command::new(sbin("mariadb-install-db"))
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
+            .args(["--user=root", "--auth-root-authentication-method=normal"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .status()
+            .expect("mariadb-install-db runs (scripts/sandbox.sh installs MariaDB)");
+        assert!(
+            installed.success(),
+            "mariadb-install-db: see {}",
+            dir.display()
         );
-        assert!(restored.0 >= 1500, "{name}: {restored:?}");
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("server.log")).unwrap();
+        let server = std::process::Command::new(sbin("mariadbd"))
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
+            .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
+            .arg(format!("--port={port}"))
+            .args([
+                "--user=root",
+                "--bind-address=127.0.0.1",
+                "--skip-log-bin",
+                "--innodb-buffer-pool-size=32M",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut scratch = ScratchServer { server, dir, port };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = scratch.server.try_wait() {
+                panic!(
+                    "scratch mariadbd exited ({status}): see {}",
+                    scratch.dir.display()
+                );
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "scratch mariadbd did not listen within 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        scratch
     }
-    conn.query_drop(format!("DROP DATABASE {database}"))
-        .await
-        .unwrap();
+
+    fn cli(&self, extra: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new("mariadb");
+        c.args(["--no-defaults", "--protocol=TCP", "-h127.0.0.1", "-uroot"])
+            .arg(format!("-P{}", self.port))
+            .args(extra);
+        c
+    }
+
+    async fn conn(&self) -> mysql_async::Conn {
+        let opts: mysql_async::Opts = mysql_async::OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(self.port)
+            .user(Some("root"))
+            .prefer_socket(false)
+            .into();
+        mysql_async::Conn::new(opts).await.unwrap()
+    }
+
+    /// Loads a dump into a new database `database` with the mariadb client.
+    fn restore(&self, database: &str, dump: &[u8]) {
+        use std::io::Write;
+        let create = format!("CREATE DATABASE {database}");
+        assert!(self.cli(&["-e", &create]).status().unwrap().success());
+        let mut child = self
+            .cli(&[database])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(dump).unwrap();
+        assert!(child.wait().unwrap().success(), "the dump restores");
+    }
+
+    /// The restored tables' digests equal the shards'.
+    async fn check_restored(&self, database: &str, tables: &[usize]) {
+        let mut conn = self.conn().await;
+        for &t in tables {
+            let name = ["t_order", "t_order_item"][t];
+            let restored = digest_of(&mut conn, t, &format!("{database}.{name}")).await;
+            assert_eq!(
+                restored,
+                shards_digest(t).await,
+                "{name} restored from the dump"
+            );
+            assert!(restored.0 >= 1500, "{name}: {restored:?}");
+        }
+    }
+}
+
+impl Drop for ScratchServer {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dump_through_the_proxy_restores_every_row_of_every_shard() {
     let _serial = SERIAL.lock().await;
     let h = Harness::start().await;
+    let scratch = ScratchServer::start();
     for (mode, flags) in [
         ("locked", &[][..]),
         ("snapshot", &["--single-transaction"][..]),
@@ -142,14 +239,14 @@ async fn a_dump_through_the_proxy_restores_every_row_of_every_shard() {
             "{mode}: a physical name leaked"
         );
         let db = format!("dump_check_{mode}");
-        restore(&db, &whole);
-        check_restored(&db, &[0, 1]).await;
+        scratch.restore(&db, &whole);
+        scratch.check_restored(&db, &[0, 1]).await;
 
         args.push("t_order_item");
         let one = dump(&h, &args);
         let db = format!("dump_check_{mode}_one");
-        restore(&db, &one);
-        check_restored(&db, &[1]).await;
+        scratch.restore(&db, &one);
+        scratch.check_restored(&db, &[1]).await;
     }
     h.stop().await;
 }
@@ -321,5 +418,89 @@ async fn lock_tables_on_a_logical_table_holds_writes_on_every_shard() {
     let code = error_code(&mut locker, "LOCK TABLES t_order AS o READ").await;
     assert_eq!(code, 1235);
     assert_usable(&mut locker).await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_data_only_dump_restores_through_the_proxy_each_row_to_its_shard() {
+    let _serial = SERIAL.lock().await;
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    // Orders of every channel (CN_CHANNEL's shards lie on both datasources), and a legacy
+    // order (routed by its channel value, its index row written first).
+    let mut orders: Vec<(u64, &str)> = CHANNELS
+        .iter()
+        .map(|&(name, code, _, _)| (fresh_new_id(code), name))
+        .collect();
+    orders.push((fresh_new_id_on(1, 0), "CN_CHANNEL"));
+    orders.push((fresh_new_id_on(1, 1), "CN_CHANNEL"));
+    orders.push((fresh_legacy_id(), "CN_CHANNEL"));
+    let ids: Vec<u64> = orders.iter().map(|o| o.0).collect();
+    let _guard = Cleanup::new(&ids);
+    for &(id, name) in &orders {
+        exec(&mut c, &insert_order_sql(id, name, "restore me")).await;
+    }
+    let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let filter = format!("--where=order_id IN ({list})");
+    // The flags docs/dba.md gives for a restore through the proxy.
+    let data = dump(
+        &h,
+        &[
+            "--no-create-info",
+            "--complete-insert",
+            "--skip-disable-keys",
+            "--skip-extended-insert",
+            &filter,
+            "orders",
+            "t_order",
+        ],
+    );
+    let text = String::from_utf8_lossy(&data);
+    assert_eq!(
+        text.matches("INSERT INTO `t_order`").count(),
+        ids.len(),
+        "{text}"
+    );
+    for &(id, _) in &orders {
+        exec(
+            &mut c,
+            &format!("DELETE FROM t_order WHERE order_id = {id}"),
+        )
+        .await;
+        assert_eq!(placement(id).await.0, Vec::<u32>::new());
+    }
+
+    use std::io::Write;
+    let mut cli = std::process::Command::new("mariadb")
+        .args([
+            "--no-defaults",
+            "--protocol=TCP",
+            "-h127.0.0.1",
+            "-uapp",
+            "-papp",
+        ])
+        .arg(format!("-P{}", h.addr.port()))
+        .arg("orders")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    cli.stdin.take().unwrap().write_all(&data).unwrap();
+    let out = cli.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "restore through the proxy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for &(id, name) in &orders {
+        let shard = expected_shard(name, id);
+        assert_eq!(placement(id).await.0, vec![shard], "order {id} of {name}");
+        let row = physical_row(shard, id).await.unwrap();
+        assert_eq!(show(&row[6]), "restore me");
+    }
+    assert_eq!(
+        index_channel(orders[orders.len() - 1].0).await.as_deref(),
+        Some("CN_CHANNEL")
+    );
     h.stop().await;
 }
