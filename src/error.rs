@@ -144,9 +144,3 @@ impl ProxyError {
         }
     }
 }
-
-impl From<crate::route::index::IndexError> for ProxyError {
-    fn from(e: crate::route::index::IndexError) -> Self {
-        Self::Unavailable(e.to_string())
-    }
-}

@@ -10,7 +10,8 @@
 //! Counters that sessions bump on the hot path live in [`Metrics`] (statements, backend
 //! errors, clients) or next to what they count (route layers and index lookups in
 //! [`crate::route::RouteStats`], pool waits in [`crate::backend::Pools`], ids in
-//! [`crate::id::issuer::IssueStats`]); [`render`] reads them all at scrape time.
+//! [`crate::id::issuer::IssueStats`]); [`crate::admin::exposition::render`] reads them all
+//! at scrape time. This module imports nothing of the crate: every layer may count.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -22,13 +23,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::route::{Layer, LookupResult};
-use crate::server::Proxy;
-
 /// Callers without a region exported by name; the others are summed as `other`.
 pub const TOP_CALLERS: usize = 20;
 
-/// The `Content-Type` of [`render`]'s output.
+/// The `Content-Type` of the exposition ([`crate::admin::exposition::render`]).
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// A histogram of durations in seconds: 18 buckets from 50 µs doubling to 6.6 s.
@@ -68,7 +66,7 @@ pub const PROBE_RESULTS: [&str; 3] = ["found", "not_found", "ambiguous"];
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
-/// The proxy's own counters (one set per [`Proxy`]).
+/// The proxy's own counters (one set per [`crate::proxy::Proxy`]).
 pub struct Metrics {
     statements: Family<StatementLabels, Counter>,
     statement_duration: HistogramFamily<KindLabel>,
@@ -280,248 +278,67 @@ impl Drop for ClientGuard<'_> {
     }
 }
 
-fn counter(value: u64) -> Counter {
-    let c = Counter::default();
-    c.inc_by(value);
-    c
-}
-
-/// The exposition of every metric of `proxy`, in the Prometheus text format.
-pub fn render(proxy: &Proxy) -> String {
-    let mut r = Registry::with_prefix("routekey");
-    let m = &proxy.metrics;
-    let rt = proxy.runtime();
-
-    let stats = rt.router.stats();
-    let layers = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
-    for layer in Layer::ALL {
-        layers
-            .get_or_create(&vec![("layer", layer.label())])
-            .inc_by(stats.layer(layer));
-    }
-    r.register(
-        "route_resolutions",
-        "Order ids resolved to a channel, by the layer that answered (decode and context need no lookup)",
-        layers,
-    );
-    let failures = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
-    for (reason, n) in stats.decode_failures() {
-        let reason = if reason == "timestamp_in_future" {
-            "in_future"
-        } else {
-            reason
-        };
-        failures.get_or_create(&vec![("reason", reason)]).inc_by(n);
-    }
-    r.register(
-        "decode_failures",
-        "Order ids whose route key did not decode, by reason",
-        failures,
-    );
-    r.register(
-        "context_conflicts",
-        "Decoded ids whose statement named another channel (the id won)",
-        counter(stats.context_conflicts()),
-    );
-    let lookups = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
-    for result in LookupResult::ALL {
-        lookups
-            .get_or_create(&vec![("result", result.label())])
-            .inc_by(stats.lookups(result));
-    }
-    r.register("index_lookups", "Index table lookups, by result", lookups);
-    r.register_with_unit(
-        "index_lookup_duration",
-        "Index table lookup latency",
-        Unit::Seconds,
-        stats.lookup_latency().clone(),
-    );
-
-    if let Some(shared) = rt.router.shared_cache() {
-        let counts = shared.stats().snapshot();
-        let redis = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
-        for (result, n) in [
-            ("hit", counts.hit),
-            ("miss", counts.miss),
-            ("error", counts.error),
-            ("skipped", counts.skipped),
-        ] {
-            redis.get_or_create(&vec![("result", result)]).inc_by(n);
-        }
+impl Metrics {
+    /// Registers the families and gauges of these counters in `r` (the exposition of
+    /// [`crate::admin::exposition::render`]); the series are shared, not copied.
+    pub fn register(&self, r: &mut Registry) {
         r.register(
-            "cache_redis_requests",
-            "Shared cache tier (Redis) lookups and failed writes, by result; skipped: Redis was failing and is left alone for cache.redis_retry_after",
-            redis,
+            "statements",
+            "Client statements, by kind and outcome",
+            self.statements.clone(),
         );
         r.register(
-            "cache_redis_writes",
-            "Answers written to the shared cache tier",
-            counter(counts.writes),
+            "scatter_statements",
+            "Statements without a usable order id run on every shard of a table (or of one channel), by user",
+            self.scatters.clone(),
+        );
+        r.register(
+            "statement_fan_out",
+            "Shards one statement reached, for statements that reached more than one",
+            self.fan_out.clone(),
+        );
+        r.register(
+            "probes",
+            "Probes of every shard for order ids nothing resolves (sharding.unresolved_reads = probe), by result",
+            self.probes.clone(),
+        );
+        r.register(
+            "merge_row_cap_hits",
+            "Merges of several shards' results that failed at sharding.merge_row_cap",
+            self.merge_cap_hits.clone(),
+        );
+        r.register_with_unit(
+            "statement_duration",
+            "Client statement latency, from the command's arrival to its last packet",
+            Unit::Seconds,
+            self.statement_duration.clone(),
+        );
+        r.register(
+            "backend_errors",
+            "Errors from datasources, by datasource and server error code",
+            self.backend_errors.clone(),
+        );
+        r.register(
+            "client_connections",
+            "Client connections open now",
+            self.client_connections.clone(),
+        );
+        r.register(
+            "client_connections_accepted",
+            "Client connections accepted",
+            self.clients_accepted.clone(),
+        );
+        r.register(
+            "config_reloads",
+            "Configuration reloads, by result",
+            self.config_reloads.clone(),
+        );
+        let draining = Gauge::<i64>::default();
+        draining.set(i64::from(self.draining()));
+        r.register(
+            "draining",
+            "1 while the proxy drains before exiting",
+            draining,
         );
     }
-    r.register(
-        "statements",
-        "Client statements, by kind and outcome",
-        m.statements.clone(),
-    );
-    r.register(
-        "scatter_statements",
-        "Statements without a usable order id run on every shard of a table (or of one channel), by user",
-        m.scatters.clone(),
-    );
-    r.register(
-        "statement_fan_out",
-        "Shards one statement reached, for statements that reached more than one",
-        m.fan_out.clone(),
-    );
-    r.register(
-        "probes",
-        "Probes of every shard for order ids nothing resolves (sharding.unresolved_reads = probe), by result",
-        m.probes.clone(),
-    );
-    r.register(
-        "merge_row_cap_hits",
-        "Merges of several shards' results that failed at sharding.merge_row_cap",
-        m.merge_cap_hits.clone(),
-    );
-    r.register_with_unit(
-        "statement_duration",
-        "Client statement latency, from the command's arrival to its last packet",
-        Unit::Seconds,
-        m.statement_duration.clone(),
-    );
-    r.register(
-        "backend_errors",
-        "Errors from datasources, by datasource and server error code",
-        m.backend_errors.clone(),
-    );
-
-    let pools = Family::<Vec<(&'static str, String)>, Gauge>::default();
-    let mut totals: Vec<(String, i64, i64)> = Vec::new();
-    for (name, _, open, idle) in rt.pools.state() {
-        match totals.iter_mut().find(|t| t.0 == name) {
-            Some(t) => {
-                t.1 += i64::from(open);
-                t.2 += i64::from(idle);
-            }
-            None => totals.push((name, i64::from(open), i64::from(idle))),
-        }
-    }
-    for (name, open, idle) in totals {
-        pools
-            .get_or_create(&vec![
-                ("datasource", name.clone()),
-                ("state", "idle".into()),
-            ])
-            .set(idle);
-        pools
-            .get_or_create(&vec![("datasource", name), ("state", "in_use".into())])
-            .set(open - idle);
-    }
-    r.register(
-        "pool_connections",
-        "Backend connections per datasource, by state",
-        pools,
-    );
-    r.register_with_unit(
-        "pool_wait_duration",
-        "Time a statement waited for a pooled backend connection",
-        Unit::Seconds,
-        rt.pools.waits().clone(),
-    );
-
-    r.register(
-        "client_connections",
-        "Client connections open now",
-        m.client_connections.clone(),
-    );
-    r.register(
-        "client_connections_accepted",
-        "Client connections accepted",
-        m.clients_accepted.clone(),
-    );
-
-    let issue = proxy.issuer.stats();
-    let per_channel = Family::<Vec<(&'static str, String)>, Counter>::default();
-    for channel in &rt.config.channels {
-        per_channel
-            .get_or_create(&vec![("channel", channel.name.clone())])
-            .inc_by(issue.per_channel[usize::from(channel.code)].load(Ordering::Relaxed));
-    }
-    r.register(
-        "ids_issued",
-        "Order ids issued for a region's channel",
-        per_channel,
-    );
-    let callers = Family::<Vec<(&'static str, String)>, Counter>::default();
-    let all = issue.top_callers(usize::MAX);
-    let mut other = 0;
-    for (i, (caller, n)) in all.into_iter().enumerate() {
-        if i < TOP_CALLERS && caller != "other" {
-            callers.get_or_create(&vec![("caller", caller)]).inc_by(n);
-        } else {
-            other += n;
-        }
-    }
-    if other > 0 {
-        callers
-            .get_or_create(&vec![("caller", "other".to_owned())])
-            .inc_by(other);
-    }
-    r.register(
-        "ids_issued_without_region",
-        "Order ids issued with route key 0 (no or unknown region), by caller: MySQL user and program_name, or http and User-Agent",
-        callers,
-    );
-    let step_backs = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
-    step_backs
-        .get_or_create(&vec![("result", "waited")])
-        .inc_by(issue.clock_waits.load(Ordering::Relaxed));
-    step_backs
-        .get_or_create(&vec![("result", "refused")])
-        .inc_by(issue.clock_refusals.load(Ordering::Relaxed));
-    r.register(
-        "id_clock_step_backs",
-        "Times the clock was behind the last issued id: waited out (within tolerance) or refused",
-        step_backs,
-    );
-    let lease = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
-    let state = proxy.issuer.lease_state();
-    for s in ["held", "none", "refused"] {
-        lease
-            .get_or_create(&vec![("state", s)])
-            .set(i64::from(s == state));
-    }
-    r.register(
-        "worker_lease",
-        "The worker id lease: 1 for the current state (held, none: not taken yet or lost, refused: every worker id is leased)",
-        lease,
-    );
-    r.register(
-        "worker_lease_refusals",
-        "Times a worker id lease was refused because every worker id was leased",
-        counter(issue.lease_full.load(Ordering::Relaxed)),
-    );
-
-    r.register(
-        "config_reloads",
-        "Configuration reloads, by result",
-        m.config_reloads.clone(),
-    );
-    let info = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
-    info.get_or_create(&vec![("version", env!("CARGO_PKG_VERSION"))])
-        .set(1);
-    r.register("build_info", "The running build (value 1)", info);
-    let draining = Gauge::<i64>::default();
-    draining.set(i64::from(m.draining()));
-    r.register(
-        "draining",
-        "1 while the proxy drains before exiting",
-        draining,
-    );
-
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &r);
-    out
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::Config;
-use crate::server::Proxy;
+use crate::proxy::Proxy;
 
 /// Changes to the running configuration that the command line makes (its flags win over
 /// the file and the environment, at start and at every reload).

@@ -15,7 +15,6 @@ mod respond;
 mod statement;
 mod statement_log;
 pub use query::kill_running_statement;
-pub mod registry;
 pub mod session;
 mod set;
 mod show;
@@ -28,7 +27,7 @@ use tokio::net::TcpStream;
 
 use crate::error::{ER_UNKNOWN_COM_ERROR, ProxyError};
 use crate::protocol::packets::{OkInfo, eof_packet};
-use crate::server::Proxy;
+use crate::proxy::Proxy;
 use client::Client;
 use session::Session;
 

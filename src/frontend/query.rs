@@ -373,7 +373,7 @@ impl Session {
 /// Kills the statement `target` runs on a backend now, if any, over a connection of its
 /// own (`KILL QUERY` of the backend thread; never a client-given thread id).
 pub async fn kill_running_statement(
-    target: &crate::frontend::registry::SessionHandle,
+    target: &crate::sessions::SessionHandle,
 ) -> Result<(), ProxyError> {
     if let Some(running) = target.running() {
         // The datasources as the target session knows them: a reload may have renumbered

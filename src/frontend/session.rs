@@ -12,8 +12,8 @@ use crate::backend::{BackendConn, Diagnostic, vars::CHARSET_VARS};
 use crate::config::DatasourceId;
 use crate::error::ProxyError;
 use crate::execute::{Transaction, Wants};
+use crate::proxy::{Proxy, Runtime};
 use crate::rewrite::SessionValues;
-use crate::server::{Proxy, Runtime};
 use crate::sql::charset::{Decoding, collation_names, decoding_for};
 use crate::sql::lexer::LexMode;
 
@@ -65,7 +65,7 @@ pub struct Session {
     /// Prepared statements.
     pub(super) statements: super::prepared::Statements,
     /// This session as other sessions see it (KILL).
-    pub(super) handle: Arc<super::registry::SessionHandle>,
+    pub(super) handle: Arc<crate::sessions::SessionHandle>,
 }
 
 fn literal(s: &str) -> Vec<u8> {
@@ -291,7 +291,7 @@ impl Session {
                 .datasources
                 .iter()
                 .zip(&new.datasources)
-                .all(|(a, b)| crate::server::same_server(a, b));
+                .all(|(a, b)| crate::proxy::same_server(a, b));
         if old.sharding.shard_map_version == new.sharding.shard_map_version && same_servers {
             return Ok(());
         }

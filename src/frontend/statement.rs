@@ -297,7 +297,7 @@ impl Session {
         let config = self.rt.config.clone();
         let (txn, wants) = self.parts();
         let mut results = Results::start(plan, txn, &wants, binding, extras, parallel).await?;
-        handle.set_running(Some(super::registry::Running {
+        handle.set_running(Some(crate::sessions::Running {
             config,
             threads: results.threads(),
         }));

@@ -47,6 +47,13 @@ fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
+/// An index table that cannot answer is a datasource the client cannot reach (1429).
+impl From<IndexError> for crate::error::ProxyError {
+    fn from(e: IndexError) -> Self {
+        Self::Unavailable(e.to_string())
+    }
+}
+
 impl MysqlIndexTable {
     /// Builds the pool for the configured index table (connections open on first use).
     pub fn new(config: &Config) -> Self {

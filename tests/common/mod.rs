@@ -23,7 +23,8 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts, OptsBuilder};
 use routekey_proxy::config::Config;
 use routekey_proxy::id::{IdFields, IdLayout, SNOWFLAKE_EPOCH_MS};
-use routekey_proxy::server::{Proxy, serve};
+use routekey_proxy::proxy::Proxy;
+use routekey_proxy::server::serve;
 use tokio::sync::oneshot;
 
 /// The demo configuration the sandbox is built for, with the sandbox's ports from

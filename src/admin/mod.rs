@@ -22,6 +22,8 @@
 //! descriptors the MySQL port needs, and hold the port for seconds at most. The port has
 //! no authentication: keep it off other pods (a NetworkPolicy) where that matters.
 
+pub mod exposition;
+
 use std::future::Future;
 use std::sync::Arc;
 
@@ -35,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
 use crate::id::issuer::Caller;
-use crate::server::Proxy;
+use crate::proxy::Proxy;
 
 /// The most ids one HTTP request may ask for.
 pub const MAX_IDS_PER_REQUEST: usize = 10_000;
@@ -163,7 +165,7 @@ async fn bounded(
 async fn metrics(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
-        crate::metrics::render(&proxy),
+        exposition::render(&proxy),
     )
 }
 

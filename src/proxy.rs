@@ -1,0 +1,244 @@
+//! The state one proxy process shares between its sessions, the admin port and the
+//! signal handlers: the [`Runtime`] a configuration builds (swapped as one by
+//! [`Proxy::reload`]), the id issuer, the session registry and the counters. It knows no
+//! session's code: the listener ([`crate::server`]) hands connections to the frontend.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::backend::Pools;
+use crate::config::Config;
+use crate::route::Router;
+use crate::route::index::MysqlIndexTable;
+use crate::sql::shape::AnalysisCache;
+
+/// After the drain deadline: how long killing running statements may take, and then how
+/// long killed sessions get to roll back and end before they are aborted (so a drain ends
+/// at most twice this after `drain_timeout`, whatever the backends do).
+pub const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Greeting version while the default datasource cannot be asked.
+pub const FALLBACK_VERSION: &str = "5.5.5-10.11.0-MariaDB-routekey-proxy";
+
+/// What one configuration builds: the parts a reload replaces together. Sessions take
+/// the current one at each statement while they hold no backend connection, so a
+/// transaction finishes under the configuration it began with.
+pub struct Runtime {
+    /// The configuration.
+    pub config: Arc<Config>,
+    /// The router, with its index table and cache.
+    pub router: Router<MysqlIndexTable>,
+    /// Backend pools.
+    pub pools: Pools,
+    /// Analyses by statement shape (they depend on the configuration's tables).
+    pub analyses: AnalysisCache,
+    /// Databases clients may not reach: the physical shard databases, the index table's
+    /// database and `mysql` (unless one of them is the logical or the default database).
+    pub protected_databases: Vec<String>,
+    /// 1 for the configuration loaded at start, then one more per reload.
+    pub generation: u64,
+}
+
+impl Runtime {
+    fn build(config: Arc<Config>, previous: Option<&Runtime>) -> Self {
+        let open = [
+            Some(config.sharding.logical_database.to_ascii_lowercase()),
+            config
+                .datasource(config.sharding.default_datasource)
+                .database
+                .as_ref()
+                .map(|d| d.to_ascii_lowercase()),
+        ];
+        let mut protected: Vec<String> = config
+            .sharding
+            .shards
+            .iter()
+            .map(|s| s.database.to_ascii_lowercase())
+            .chain([
+                config.index.database.to_ascii_lowercase(),
+                "mysql".to_owned(),
+            ])
+            .filter(|d| !open.contains(&Some(d.clone())))
+            .collect();
+        protected.sort();
+        protected.dedup();
+        let index = MysqlIndexTable::new(&config);
+        let router = match previous {
+            Some(p) if p.config.cache == config.cache => p.router.succeed(config.clone(), index),
+            // New cache settings: a new cache, the same counters.
+            Some(p) => Router::new(config.clone(), index).counting_into(&p.router),
+            None => Router::new(config.clone(), index),
+        };
+        Self {
+            router,
+            pools: Pools::rebuild(&config, previous.map(|p| &p.pools)),
+            analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
+            protected_databases: protected,
+            generation: previous.map_or(1, |p| p.generation + 1),
+            config,
+        }
+    }
+}
+
+/// Whether two datasource definitions reach the same server as the same account and
+/// database (pool sizes and timeouts aside).
+pub fn same_server(a: &crate::config::Datasource, b: &crate::config::Datasource) -> bool {
+    (&a.name, &a.address, &a.user, &a.password, &a.database)
+        == (&b.name, &b.address, &b.user, &b.password, &b.database)
+}
+
+/// State shared by every session of one proxy process.
+pub struct Proxy {
+    /// The configuration in force and what it built (swapped by [`Proxy::reload`]).
+    runtime: arc_swap::ArcSwap<Runtime>,
+    /// The configuration the process started with: its listeners, id layout and lease
+    /// settings stay in force until a restart.
+    pub config: Arc<Config>,
+    /// The order id service.
+    pub issuer: Arc<crate::id::issuer::Issuer>,
+    /// Sessions by connection id (KILL).
+    pub sessions: crate::sessions::Registry,
+    /// Counters for `/metrics`.
+    pub metrics: crate::metrics::Metrics,
+    /// Set once a drain is asked for (SIGTERM, `/quitquitquit`).
+    drain_requested: tokio::sync::watch::Sender<bool>,
+    /// Route resolution counters (kept across reloads).
+    pub router_stats: Arc<crate::route::RouteStats>,
+    /// The version string of the default datasource, learnt from its greeting.
+    backend_version: tokio::sync::OnceCell<String>,
+    next_connection_id: AtomicU32,
+    reloading: std::sync::Mutex<()>,
+}
+
+impl Proxy {
+    /// Builds the shared state (no connection opens yet).
+    pub fn new(config: Config) -> Arc<Self> {
+        let config = Arc::new(config);
+        let runtime = Runtime::build(config.clone(), None);
+        Arc::new(Self {
+            issuer: crate::id::issuer::Issuer::new(
+                config.clone(),
+                Arc::new(crate::id::issuer::SystemClock),
+            ),
+            sessions: Default::default(),
+            metrics: Default::default(),
+            drain_requested: tokio::sync::watch::Sender::new(false),
+            router_stats: runtime.router.stats().clone(),
+            backend_version: tokio::sync::OnceCell::new(),
+            next_connection_id: AtomicU32::new(1),
+            runtime: arc_swap::ArcSwap::from_pointee(runtime),
+            reloading: std::sync::Mutex::new(()),
+            config,
+        })
+    }
+
+    /// The configuration in force now and what it built.
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.runtime.load_full()
+    }
+
+    /// The generation of the configuration in force (no reference count taken: sessions
+    /// ask at every statement).
+    pub fn generation(&self) -> u64 {
+        self.runtime.load().generation
+    }
+
+    /// Puts a new, validated configuration in force. Refused (and nothing changes) when it
+    /// changes what only a restart can: the listen addresses, the id layout, the lease
+    /// settings. Counted in `routekey_config_reloads_total` either way. Sessions pick the
+    /// new configuration up at their next statement outside a transaction; pools of
+    /// datasources defined as before keep their connections; a changed shard map empties
+    /// the route cache (its keys carry the shard map version).
+    pub fn reload(&self, config: Config) -> Result<u64, String> {
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let result = self.try_reload(config);
+        self.metrics.count_reload(result.is_ok());
+        result
+    }
+
+    fn try_reload(&self, config: Config) -> Result<u64, String> {
+        let first = &self.config;
+        let mut fixed = Vec::new();
+        if config.server.listen != first.server.listen {
+            fixed.push("server.listen");
+        }
+        if config.admin.listen != first.admin.listen {
+            fixed.push("admin.listen");
+        }
+        if config.layout != first.layout {
+            fixed.push("[id] layout");
+        }
+        let (a, b) = (&config.issuance, &first.issuance);
+        if a.lease_table != b.lease_table
+            || a.lease_ttl != b.lease_ttl
+            || a.legacy != b.legacy
+            || a.legacy_machine_base != b.legacy_machine_base
+            || config.index.database != first.index.database
+            || !same_server(
+                config.datasource(config.index.datasource),
+                first.datasource(first.index.datasource),
+            )
+        {
+            // The lease store keeps its connection settings: a lease taken on another
+            // server (or database) would not exclude the holders of this one.
+            fixed.push("[issuance] lease and legacy id settings, the index (meta) datasource");
+        }
+        if !fixed.is_empty() {
+            return Err(format!(
+                "{} cannot change while the proxy runs; restart it to apply",
+                fixed.join(", ")
+            ));
+        }
+        let config = Arc::new(config);
+        let previous = self.runtime.load_full();
+        let next = Runtime::build(config.clone(), Some(&previous));
+        let generation = next.generation;
+        self.issuer.reconfigure(config);
+        self.runtime.store(Arc::new(next));
+        Ok(generation)
+    }
+
+    /// The version string clients see in the greeting: `server.server_version` when set,
+    /// else the default datasource's own (learnt once; a fallback while it is down).
+    pub async fn server_version(&self) -> String {
+        let runtime = self.runtime();
+        if !runtime.config.server.server_version.is_empty() {
+            return runtime.config.server.server_version.clone();
+        }
+        let ds = runtime.config.sharding.default_datasource;
+        let learnt = self
+            .backend_version
+            .get_or_try_init(|| async {
+                let conn = runtime.pools.get(ds, false).await?;
+                Ok::<_, crate::error::ProxyError>(conn.server_version().to_owned())
+            })
+            .await;
+        match learnt {
+            Ok(v) => v.clone(),
+            Err(_) => FALLBACK_VERSION.to_owned(),
+        }
+    }
+
+    /// Asks [`crate::server::serve`] to drain and return: `/readyz` says 503 at once (see
+    /// [`crate::config::ServerConfig::drain_timeout`]).
+    pub fn request_drain(&self) {
+        self.metrics.set_draining();
+        self.drain_requested.send_replace(true);
+    }
+
+    /// Completes once a drain was asked for ([`Proxy::request_drain`]).
+    pub async fn drain_requested(&self) {
+        let mut rx = self.drain_requested.subscribe();
+        let _ = rx.wait_for(|asked| *asked).await;
+    }
+
+    /// A new connection id (never 0).
+    pub fn next_connection_id(&self) -> u32 {
+        loop {
+            let id = self.next_connection_id.fetch_add(1, Ordering::Relaxed);
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+}
