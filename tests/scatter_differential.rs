@@ -456,6 +456,11 @@ fold keys 1      | SELECT channel, COUNT(*) + 1 AS n {t} GROUP BY channel ORDER 
 fold keys 1      | SELECT channel, COUNT(*) + 100 AS n {t} GROUP BY channel ORDER BY n DESC
 exact            | {rows} ORDER BY amount * 2, order_id DESC
 exact            | {rows} ORDER BY amount * -1, order_id DESC
+fold set         | SELECT channel, SUM(amount) {t} GROUP BY channel HAVING SUM(amount)
+fold set         | SELECT channel, AVG(amount) a {t} GROUP BY channel HAVING a
+fold set         | SELECT channel, COUNT(*) {t} GROUP BY channel HAVING -COUNT(*)
+fold set         | SELECT channel, MAX(amount * 1e0) AS m {t} GROUP BY channel HAVING m
+fold set         | SELECT channel, COUNT(*) {t} GROUP BY channel HAVING COUNT(*) - COUNT(*)
 refuse DISTINCT  | SELECT COUNT(DISTINCT status) {t}
 refuse DISTINCT  | SELECT channel, SUM(DISTINCT amount) {t} GROUP BY channel
 refuse DISTINCT  | SELECT o.order_id, COUNT(DISTINCT i.sku) {J} GROUP BY o.order_id

@@ -96,11 +96,18 @@ pub trait Scope {
     fn output(&self, i: usize) -> Result<Value, String>;
 }
 
-fn truth(v: &Value) -> Result<Option<bool>, String> {
+/// A value as a condition, as MySQL reads it: NULL is unknown, any number but zero is
+/// true (`HAVING SUM(amount)`, `HAVING -COUNT(*)`).
+///
+/// # Errors
+/// A message naming the kind of value for dates and text, which the merge does not
+/// convert to numbers.
+pub(crate) fn truth(v: &Value) -> Result<Option<bool>, String> {
     Ok(match v {
         Value::Null => None,
         Value::Int(i) => Some(*i != 0),
         Value::Decimal(d) => Some(!d.is_zero()),
+        Value::Double(d) => Some(*d != 0.0),
         other => return Err(format!("a condition on {} values", kind(other))),
     })
 }

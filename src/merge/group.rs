@@ -147,7 +147,8 @@ impl<'s> Groups<'s> {
                     group: &group,
                     visible,
                 };
-                if !matches!(having.eval(&scope).map_err(MergeError)?, Value::Int(1..)) {
+                let keep = having.eval(&scope).map_err(MergeError)?;
+                if super::expr::truth(&keep).map_err(MergeError)? != Some(true) {
                     continue;
                 }
             }
