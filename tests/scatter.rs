@@ -651,3 +651,68 @@ async fn a_scatter_in_a_transaction_sees_its_own_uncommitted_rows_in_order() {
     }
     h.stop().await;
 }
+
+#[tokio::test]
+async fn sql_select_limit_cuts_the_merged_answer_not_each_shards_part() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let mut r = reference().await;
+    for conn in [&mut c, &mut r] {
+        exec(conn, "SET SESSION sql_select_limit = 3").await;
+    }
+    for sql in [
+        format!("SELECT order_id FROM t_order WHERE {SEEDED} ORDER BY order_id"),
+        format!(
+            "SELECT order_id, user_id FROM t_order WHERE {SEEDED} ORDER BY user_id DESC, order_id"
+        ),
+        format!(
+            "SELECT note, COUNT(*) AS n FROM t_order WHERE {SEEDED} GROUP BY note ORDER BY n DESC, note"
+        ),
+        format!("SELECT COUNT(*), SUM(amount) FROM t_order WHERE {SEEDED}"),
+        format!("SELECT DISTINCT region FROM t_order WHERE {SEEDED} ORDER BY region"),
+        format!("SELECT order_id FROM t_order WHERE {SEEDED} ORDER BY order_id LIMIT 5"),
+        format!("SELECT order_id FROM t_order WHERE {SEEDED} ORDER BY order_id FOR UPDATE"),
+    ] {
+        let got = rows(&mut c, &sql).await;
+        let want = rows(&mut r, &sql).await;
+        assert!(!want.is_empty(), "{sql}");
+        assert_same_rows(&got, &want, &sql);
+    }
+    // Unordered: three rows of the table, as one server would give.
+    let plain = format!("SELECT order_id FROM t_order WHERE {SEEDED}");
+    assert_eq!(rows(&mut c, &plain).await.len(), 3);
+    // The shards get an explicit LIMIT, which the server obeys in place of the session's.
+    let mut shard_sql: Vec<String> = c
+        .query_map(format!("EXPLAIN ROUTE {plain}"), |row: mysql_async::Row| {
+            row.get::<String, _>("statement").unwrap()
+        })
+        .await
+        .unwrap();
+    shard_sql.dedup_by(|a, b| a.ends_with("LIMIT 3") == b.ends_with("LIMIT 3"));
+    assert_eq!(shard_sql.len(), 1, "{shard_sql:?}");
+    assert!(shard_sql[0].ends_with("LIMIT 3"), "{shard_sql:?}");
+    // SHOW TABLE STATUS is not cut; 0 and DEFAULT round-trip.
+    exec(&mut c, "SET SESSION sql_select_limit = 1").await;
+    let status: Vec<mysql_async::Row> = c.query("SHOW TABLE STATUS").await.unwrap();
+    assert_eq!(status.len(), 3, "t_merchant, t_order, t_order_item");
+    exec(&mut c, "SET SESSION sql_select_limit = 0").await;
+    assert!(
+        rows(&mut c, "SELECT COUNT(*) FROM t_order")
+            .await
+            .is_empty()
+    );
+    exec(&mut c, "SET SESSION sql_select_limit = DEFAULT").await;
+    let all = rows(
+        &mut c,
+        &format!("SELECT COUNT(*) FROM t_order WHERE {SEEDED}"),
+    )
+    .await;
+    let want = rows(
+        &mut r,
+        &format!("SELECT COUNT(*) FROM t_order WHERE {SEEDED}"),
+    )
+    .await;
+    assert_same_rows(&all, &want, "COUNT(*) after DEFAULT");
+    assert_usable(&mut c).await;
+    h.stop().await;
+}

@@ -364,10 +364,10 @@ impl<'c, 'p> Results<'c, 'p> {
                 self.diagnostics.extend(conn.diagnostics().await?);
             }
             if self.extras.calc_found_rows && end.result_set {
-                self.found_rows += conn.scalar(b"SELECT FOUND_ROWS()").await?;
+                self.found_rows += conn.scalar(b"SELECT FOUND_ROWS() LIMIT 1").await?;
             }
             if self.extras.sets_insert_id {
-                let id = conn.scalar(b"SELECT LAST_INSERT_ID()").await?;
+                let id = conn.scalar(b"SELECT LAST_INSERT_ID() LIMIT 1").await?;
                 conn.state
                     .vars
                     .insert("last_insert_id".to_owned(), id.to_string().into_bytes());

@@ -419,7 +419,8 @@ pub fn table_status_query(copies_in: &str, logical: &str, filter: Option<&[u8]>)
         }
         sql.extend_from_slice(filter);
     }
-    sql.extend_from_slice(b" ORDER BY `Name`");
+    // SHOW is not cut by the session's sql_select_limit; the SELECT answering it must not be.
+    sql.extend_from_slice(b" ORDER BY `Name` LIMIT 18446744073709551615");
     sql
 }
 
@@ -613,7 +614,7 @@ impl Session {
             .map(|t| String::from_utf8_lossy(&quote_string(t.as_bytes())).into_owned())
             .collect();
         let sql = format!(
-            "SELECT * FROM information_schema.{} WHERE TABLE_SCHEMA = {} AND TABLE_NAME IN ({})",
+            "SELECT * FROM information_schema.{} WHERE TABLE_SCHEMA = {} AND TABLE_NAME IN ({}) LIMIT 18446744073709551615",
             view.name,
             String::from_utf8_lossy(&quote_string(shard.database.as_bytes())),
             tables.join(", ")
@@ -675,7 +676,7 @@ impl Session {
                 })
                 .collect();
             let sql = format!(
-                "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH, DATA_FREE, UPDATE_TIME FROM information_schema.TABLES WHERE (TABLE_SCHEMA, TABLE_NAME) IN ({})",
+                "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH, DATA_FREE, UPDATE_TIME FROM information_schema.TABLES WHERE (TABLE_SCHEMA, TABLE_NAME) IN ({}) LIMIT 18446744073709551615",
                 pairs.join(", ")
             );
             let (_, raw) = self.connection(ds).await?.query_raw(sql.as_bytes()).await?;
@@ -785,7 +786,7 @@ mod tests {
         .unwrap();
         assert!(q.contains("TABLE_ROWS AS `Rows`"), "{q}");
         assert!(
-            q.ends_with(") AS `status` WHERE `Name` LIKE 't\\_order' ORDER BY `Name`"),
+            q.ends_with(") AS `status` WHERE `Name` LIKE 't\\_order' ORDER BY `Name` LIMIT 18446744073709551615"),
             "{q}"
         );
         let q = String::from_utf8(table_status_query(
@@ -795,7 +796,9 @@ mod tests {
         ))
         .unwrap();
         assert!(
-            q.ends_with("AS `status` WHERE Engine IS NOT NULL ORDER BY `Name`"),
+            q.ends_with(
+                "AS `status` WHERE Engine IS NOT NULL ORDER BY `Name` LIMIT 18446744073709551615"
+            ),
             "{q}"
         );
     }

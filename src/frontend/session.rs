@@ -198,6 +198,11 @@ impl Session {
             found_rows: self.found_rows,
             user: format!("{}@{}", self.user, self.host),
             current_user: format!("{}@%", self.user),
+            select_limit: self
+                .vars
+                .get("sql_select_limit")
+                .and_then(|v| std::str::from_utf8(v).ok()?.trim_matches('\'').parse().ok())
+                .filter(|&n: &u64| n != u64::MAX),
         }
     }
 
@@ -243,7 +248,9 @@ impl Session {
         let read = async {
             conn.execute(b"SET @@session.sql_mode = CONCAT(@@session.sql_mode, ',IGNORE_SPACE')")
                 .await?;
-            let (_, rows) = conn.query_rows(b"SELECT @@session.sql_mode").await?;
+            let (_, rows) = conn
+                .query_rows(b"SELECT @@session.sql_mode LIMIT 1")
+                .await?;
             Ok::<_, ProxyError>(
                 rows.into_iter()
                     .next()

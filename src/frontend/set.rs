@@ -146,6 +146,9 @@ impl Session {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            // An explicit LIMIT: the session's sql_select_limit (0 included) must not cut
+            // the read-back.
+            let select = format!("{select} LIMIT 1");
             let (columns, rows) = conn.query_rows(select.as_bytes()).await?;
             let row = rows.into_iter().next().unwrap_or_default();
             for (i, name) in names.iter().enumerate() {

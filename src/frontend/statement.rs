@@ -505,7 +505,8 @@ impl Session {
                     )
                 })
                 .collect();
-            let sql = parts.join(" UNION ALL ");
+            // The explicit LIMIT keeps the session's sql_select_limit from cutting it.
+            let sql = format!("{} LIMIT 18446744073709551615", parts.join(" UNION ALL "));
             let rows = match self.connection(ds).await {
                 Ok(conn) => conn.query_rows(sql.as_bytes()).await,
                 Err(e) => Err(e),

@@ -198,7 +198,18 @@ fn bind_limit<I: IndexTable>(
 ) -> Result<Option<u64>, ProxyError> {
     merge.row_cap = p.config().sharding.merge_row_cap;
     let Some(limit) = multi.limit else {
-        return Ok(None);
+        // `sql_select_limit` cuts what one server returns for a SELECT without LIMIT:
+        // each shard would cut its own part. The merge cuts instead, and each shard gets
+        // an explicit LIMIT, which the server obeys in place of the session's.
+        return Ok(p.inputs.session.select_limit.map(|n| {
+            merge.limit = Some(n);
+            merge.offset = 0;
+            if merge.grouping.is_some() {
+                u64::MAX
+            } else {
+                n
+            }
+        }));
     };
     let number = |slot: ValueSlot| -> Result<u64, ProxyError> {
         match p.inputs.values.key(slot) {
@@ -278,7 +289,20 @@ fn multi_step<I: IndexTable>(
             with: vec![Frag::text(with)],
         });
     }
-    let segments = with_prefix(inputs, vec![Segment::Original(0..st.sql.len())]);
+    let body = match (multi.limit, pushed_limit) {
+        // In place of the session's sql_select_limit (see `bind_limit`): a segment of its
+        // own, since the hidden columns copy tokens (and the edits inside them).
+        (None, Some(n)) => {
+            let at = st.tokens[multi.tail as usize].range.end;
+            vec![
+                Segment::Original(0..at),
+                Segment::Bytes(format!(" LIMIT {n}").into_bytes()),
+                Segment::Original(at..st.sql.len()),
+            ]
+        }
+        _ => vec![Segment::Original(0..st.sql.len())],
+    };
+    let segments = with_prefix(inputs, body);
     Step {
         datasource: s.datasource,
         shards: vec![shard],

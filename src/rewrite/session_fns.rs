@@ -22,6 +22,10 @@ pub struct SessionValues {
     pub user: String,
     /// `CURRENT_USER()`: `name@%`.
     pub current_user: String,
+    /// `@@sql_select_limit` when the session set it below its default (2^64 - 1): the
+    /// server cuts a top-level SELECT without LIMIT to this many rows, which a merge of
+    /// several shards must do after merging ([`crate::plan`]).
+    pub select_limit: Option<u64>,
 }
 
 /// The value of a session function. In a select list (`metadata`), the value is wrapped so

@@ -275,6 +275,9 @@ pub struct MultiShard {
     pub insert_before: u32,
     /// Clauses removed from the shards' statements (HAVING; ORDER BY when grouped).
     pub removed: Vec<TokSpan>,
+    /// The last token before a trailing locking clause (`FOR UPDATE`), else the
+    /// statement's last token: a LIMIT the proxy adds goes right after it.
+    pub tail: u32,
     /// The LIMIT clause.
     pub limit: Option<LimitClause>,
     /// The merge; its offset, limit and row cap are set when the statement is planned.

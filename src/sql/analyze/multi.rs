@@ -36,6 +36,7 @@ pub(super) fn multi_shard(pos: &Positions<'_>, q: &Query, select: &Select) -> Mu
             hidden: Vec::new(),
             insert_before: 0,
             removed: Vec::new(),
+            tail: 0,
             limit: None,
             merge: empty_merge(),
             refused: Some(why),
@@ -80,6 +81,7 @@ struct Clauses {
     having: Option<TokSpan>,
     order: Option<TokSpan>,
     limit: Option<TokSpan>,
+    tail: usize,
 }
 
 /// Statement modifiers that may follow SELECT before the select list.
@@ -202,6 +204,14 @@ impl Builder<'_, '_> {
         {
             return Err("SELECT ... INTO, WINDOW or PROCEDURE over several shards".to_owned());
         }
+        let mut tail = marks
+            .iter()
+            .find(|(_, w)| w == "for" || w == "lock")
+            .map_or(tokens.len(), |(i, _)| *i)
+            - 1;
+        while tail > from && tokens[tail].is_punct(sql, ";") {
+            tail -= 1;
+        }
         Ok(Clauses {
             items,
             from,
@@ -209,6 +219,7 @@ impl Builder<'_, '_> {
             having: span_of("having"),
             order: span_of("order"),
             limit: span_of("limit"),
+            tail,
         })
     }
 
@@ -353,6 +364,7 @@ impl Builder<'_, '_> {
             hidden: std::mem::take(&mut self.hidden),
             insert_before: clauses.from as u32,
             removed,
+            tail: clauses.tail as u32,
             limit: limit.map(|l| LimitClause {
                 push_down: !grouped,
                 ..l
