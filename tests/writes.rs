@@ -606,6 +606,35 @@ async fn a_region_of_another_channel_is_the_orders_data() {
         (show(&row[1]), show(&row[2])),
         ("GLOBAL_CHANNEL".into(), "GB".into())
     );
+    // A legacy order of that customer: the index table knows its channel, and a `region`
+    // predicate of a write is the row's data, not a route that contradicts the index.
+    let legacy = guard.add(fresh_legacy_id());
+    exec(
+        &mut c,
+        &format!(
+            "INSERT INTO t_order {ORDER_COLUMNS} VALUES ({legacy}, 'GLOBAL_CHANNEL', 'GB', 7, 1, 'NEW', 'legacy uk', NOW())"
+        ),
+    )
+    .await;
+    assert_eq!(
+        index_channel(legacy).await.as_deref(),
+        Some("GLOBAL_CHANNEL")
+    );
+    let shard = expected_shard("GLOBAL_CHANNEL", legacy);
+    assert_eq!(shards_holding(legacy).await, vec![shard]);
+    let update =
+        format!("UPDATE t_order SET note = 'updated' WHERE order_id = {legacy} AND region = 'GB'");
+    assert_eq!(run(&mut c, &update).await, 1, "{update}");
+    assert_eq!(
+        show(&physical_row(shard, legacy).await.unwrap()[6]),
+        "updated"
+    );
+    // A region hint is a route, and still refused when the index says otherwise.
+    let hinted = format!("/*region='GB'*/ UPDATE t_order SET note = 'x' WHERE order_id = {legacy}");
+    assert_eq!(error_code(&mut c, &hinted).await, 1526);
+    let delete = format!("DELETE FROM t_order WHERE order_id = {legacy} AND region = 'GB'");
+    assert_eq!(run(&mut c, &delete).await, 1, "{delete}");
+    assert_eq!(shards_holding(legacy).await, Vec::<u32>::new());
     drop(guard);
     h.stop().await;
 }

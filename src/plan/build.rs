@@ -8,7 +8,7 @@ use crate::error::{ER_TRUNCATED_WRONG_VALUE, ProxyError};
 use crate::rewrite::{KeyEdits, ResultNames, Segment, Statement, unsharded_edits};
 use crate::route::index::IndexTable;
 use crate::route::value::{KeyValue, StatementValues};
-use crate::route::{Effects, Layer, Resolved, Router};
+use crate::route::{Effects, Layer, Resolved, RouteContext, Router};
 use crate::sql::hints::RouteHints;
 use crate::sql::{
     ContextKind, ContextSlot, InsertRow, Refusal, ShardedPlan, Target, ValueSlot, Verb,
@@ -169,11 +169,14 @@ impl<I: IndexTable> Planner<'_, I> {
     async fn by_key(mut self) -> Result<Plan, ProxyError> {
         let inputs = self.inputs;
         let write = inputs.analysis.verb != Verb::Select;
-        let context =
-            self.router
-                .context(&self.sharded.context, inputs.hints, &inputs.values, write)?;
+        let context = self.router.route_context(
+            &self.sharded.context,
+            inputs.hints,
+            &inputs.values,
+            write,
+        )?;
         if self.sharded.key_values.is_empty() {
-            return scatter::plan_scatter(self, context, write);
+            return scatter::plan_scatter(self, context.map(|c| c.channel), write);
         }
         let mut ids = Vec::with_capacity(self.sharded.key_values.len());
         for slot in &self.sharded.key_values {
@@ -359,15 +362,15 @@ impl<I: IndexTable> Planner<'_, I> {
                     "INSERT into a sharded table without {key}: leave the column out of an INSERT into the orders table to have the proxy issue one"
                 )));
             };
-            let context = self
-                .router
-                .context(&row_context(row), inputs.hints, values, true)?;
+            let context =
+                self.router
+                    .route_context(&row_context(row), inputs.hints, values, true)?;
             if awaits_ids {
                 self.ids.push(IdRoute {
                     order_id: None,
                     layer: RouteLayer::Issued,
                     decode_failure: None,
-                    channel: context,
+                    channel: context.map(|c| c.channel),
                     shard: None,
                 });
                 continue;
@@ -381,7 +384,7 @@ impl<I: IndexTable> Planner<'_, I> {
                     )));
                 }
             };
-            if let (ValueSlot::Generated(_), Some(channel)) = (slot, context) {
+            if let (ValueSlot::Generated(_), Some(RouteContext { channel, .. })) = (slot, context) {
                 // An id the proxy just issued for this row's channel: a route-key id decodes;
                 // a legacy-format one (channel not switched on yet) gets its index row.
                 let decoded = self.router.decoder().decode(id, inputs.now_ms).is_ok();

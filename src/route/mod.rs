@@ -32,6 +32,17 @@ use shared_cache::{SharedCache, SharedLookup};
 pub use stats::{Layer, LookupResult, RouteStats};
 use value::StatementValues;
 
+/// The channel a statement's (or an INSERT row's) hints and predicates name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteContext {
+    /// The channel.
+    pub channel: ChannelId,
+    /// Only `region` values name it (no `channel` value, no hint): on a write the region
+    /// is the order's data (a UK customer buys on GLOBAL_CHANNEL), so the index table's
+    /// answer for a legacy id wins over it; it decides only for an id nothing else knows.
+    pub region_only: bool,
+}
+
 /// How one order id was resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resolved {
@@ -163,6 +174,22 @@ impl<I: IndexTable> Router<I> {
         values: &StatementValues<'_>,
         write: bool,
     ) -> Result<Option<ChannelId>, ProxyError> {
+        Ok(self
+            .route_context(slots, hints, values, write)?
+            .map(|c| c.channel))
+    }
+
+    /// [`Router::context`] with where the channel came from (see [`RouteContext`]).
+    ///
+    /// # Errors
+    /// As [`Router::context`].
+    pub fn route_context(
+        &self,
+        slots: &[ContextSlot],
+        hints: &RouteHints,
+        values: &StatementValues<'_>,
+        write: bool,
+    ) -> Result<Option<RouteContext>, ProxyError> {
         struct Claim {
             channel: ChannelId,
             text: String,
@@ -209,7 +236,12 @@ impl<I: IndexTable> Router<I> {
             return Ok(None);
         };
         let Some(other) = claims.iter().find(|c| c.channel != first.channel) else {
-            return Ok(Some(first.channel));
+            return Ok(Some(RouteContext {
+                channel: first.channel,
+                region_only: claims
+                    .iter()
+                    .all(|c| c.kind == ContextKind::Region && !c.hint),
+            }));
         };
         if !write && claims.iter().all(|c| !c.hint) {
             return Ok(None);
@@ -222,18 +254,19 @@ impl<I: IndexTable> Router<I> {
 
     /// Resolves one order id through the layers; what it counts and learns goes to `fx`.
     /// A write whose id does not decode asks the index even when `context` names a
-    /// channel, and is refused when the index names another one.
+    /// channel, and is refused when the index names another one, unless only a region
+    /// named it (the index then wins: the region is the order's data).
     pub async fn resolve(
         &self,
         id: u64,
         write: bool,
-        context: Option<ChannelId>,
+        context: Option<RouteContext>,
         now_ms: u64,
         fx: &mut Effects,
     ) -> Result<Resolved, ProxyError> {
         let decode_failure = match self.decoder.decode(id, now_ms) {
             Ok(channel) => {
-                if context.is_some_and(|c| c != channel) {
+                if context.is_some_and(|c| c.channel != channel) {
                     fx.context_conflicts += 1;
                 }
                 fx.layers.push(Layer::Decode);
@@ -256,24 +289,26 @@ impl<I: IndexTable> Router<I> {
             known_nowhere: false,
         };
         if !write {
-            if let Some(channel) = context {
+            if let Some(RouteContext { channel, .. }) = context {
                 fx.layers.push(Layer::Context);
                 return Ok(resolved(Some(channel), Layer::Context));
             }
         }
         let (known, layer) = self.lookup(id, fx).await?;
         let result = match (known, context) {
-            (CachedRoute::Channel(indexed), Some(claimed)) if write && indexed != claimed => {
+            (CachedRoute::Channel(indexed), Some(claimed))
+                if write && indexed != claimed.channel && !claimed.region_only =>
+            {
                 return Err(ProxyError::unroutable(format!(
                     "the route context names {} but the index table says order {id} belongs to {}; refusing the write",
-                    self.config.channel(claimed).name,
+                    self.config.channel(claimed.channel).name,
                     self.config.channel(indexed).name
                 )));
             }
             (CachedRoute::Channel(indexed), _) => resolved(Some(indexed), layer),
             (_, Some(claimed)) => {
                 fx.hints_followed += 1;
-                resolved(Some(claimed), Layer::Context)
+                resolved(Some(claimed.channel), Layer::Context)
             }
             (CachedRoute::Nowhere, None) => Resolved {
                 known_nowhere: true,
