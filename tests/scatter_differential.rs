@@ -481,6 +481,11 @@ refuse AVG() inside HAVING | SELECT channel, AVG(amount) a {t} GROUP BY channel 
 refuse operator / | SELECT channel, SUM(amount) / COUNT(*) {t} GROUP BY channel
 refuse operator / | SELECT SUM(i.price * i.qty) / SUM(i.qty) {J}
 refuse window    | SELECT order_id, ROW_NUMBER() OVER (ORDER BY amount) {t}
+set              | SELECT IF(COUNT(*) > 1, MIN(created_at), NULL) {t}
+fold set         | SELECT status, IF(COUNT(*) > 2, MAX(created_at), MIN(created_at)) {t} GROUP BY status
+fold set         | SELECT channel, COALESCE(MAX(amount * 1e0), 0) {t} GROUP BY channel
+set              | SELECT IF(COUNT(*) > 1, MAX(amount * 1e0), 1), COALESCE(MIN(amount / 3e0), 0) {t}
+fold set         | SELECT channel, IFNULL(MAX(TIMEDIFF(created_at, '2020-01-01')), 0) {t} GROUP BY channel
 ";
 
 /// The statements of [`TABLE`].

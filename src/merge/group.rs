@@ -10,7 +10,7 @@ use super::expr::Scope;
 use super::keys::{Key, MergeError, Row};
 use super::row::{ColumnMeta, Protocol};
 use super::spec::{AggFn, Col, Grouping, KeyCols, Output, SortKey};
-use super::value::{Value, encode};
+use super::value::{Value, ValueError, encode};
 
 /// A combined aggregate.
 #[derive(Debug, Clone)]
@@ -402,7 +402,12 @@ fn encoded(
     match (value, meta) {
         (Value::Null, _) | (_, None) => Ok(None),
         (v, Some(m)) => Ok(Some(encode(v, m, protocol).map_err(|e| {
-            MergeError(format!("a merged value that does not fit its column ({e})"))
+            MergeError(match (e, v) {
+                (ValueError::Unsupported(_), Value::Double(_)) => {
+                    "a floating-point result of an expression over aggregates that MariaDB would print with an exponent or fixed decimals (the merge writes doubles from 1e-10 to 1e15 in the text protocol; select the aggregate itself)".to_owned()
+                }
+                (e, _) => format!("a merged value that does not fit its column ({e})"),
+            })
         })?)),
     }
 }

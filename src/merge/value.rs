@@ -111,9 +111,11 @@ pub fn decode(raw: &[u8], meta: &ColumnMeta, protocol: Protocol) -> Result<Value
 /// of the type's width; [`ValueError::OutOfRange`] outside the type's range (signed, or
 /// UNSIGNED by the column's flag). Int or Decimal into DECIMAL/NEWDECIMAL: the text with
 /// exactly `meta.decimals` fraction digits, rounded half away from zero, in both
-/// protocols. Int, Decimal or Double into binary FLOAT/DOUBLE: `f32`/`f64` little-endian.
-/// Everything else (text FLOAT/DOUBLE, whose printed form MariaDB chooses; temporals;
-/// NULL, which a row writes as `None`) is [`ValueError::Unsupported`].
+/// protocols. Int, Decimal or Double into binary FLOAT/DOUBLE: `f32`/`f64` little-endian;
+/// into text DOUBLE (decimals not fixed) its shortest digits between 1e-10 and 1e15.
+/// Temporals into DATE/DATETIME/TIMESTAMP/TIME as the server writes them. Everything else
+/// (text FLOAT, fixed-decimals or huge or tiny text DOUBLE, whose printed form MariaDB
+/// chooses; NULL, which a row writes as `None`) is [`ValueError::Unsupported`].
 pub fn encode(value: &Value, meta: &ColumnMeta, protocol: Protocol) -> Result<Vec<u8>, ValueError> {
     let column_type = meta.column_type;
     let (out_of_range, unsupported) = (
@@ -141,7 +143,135 @@ pub fn encode(value: &Value, meta: &ColumnMeta, protocol: Protocol) -> Result<Ve
         (Family::Other, Value::Int(v), _) => Ok(v.to_string().into_bytes()),
         (Family::Other, Value::Decimal(d), _) => Ok(d.to_text().into_bytes()),
         (Family::Other, Value::Bytes(b), _) => Ok(b.clone()),
+        (Family::Double, _, Protocol::Text) if meta.decimals >= 31 => {
+            as_f64(value).and_then(text_double).ok_or(unsupported)
+        }
+        (Family::DateTime, Value::Temporal(t @ Temporal::DateTime { .. }), _)
+        | (Family::Time, Value::Temporal(t @ Temporal::Time { .. }), _) => {
+            Ok(encode_temporal(*t, meta, protocol))
+        }
         _ => Err(unsupported),
+    }
+}
+
+/// A DOUBLE as MariaDB's text protocol prints it when its decimals are not fixed: the
+/// shortest digits that read back as the same double, without an exponent. MariaDB
+/// switches to an exponent at 1e15 and for tiny numbers, so only 0 and magnitudes from
+/// 1e-10 to below 1e15 are written (both print alike there); others are `None`.
+fn text_double(v: f64) -> Option<Vec<u8>> {
+    if v == 0.0 {
+        return Some(b"0".to_vec());
+    }
+    (1e-10..1e15)
+        .contains(&v.abs())
+        .then(|| v.to_string().into_bytes())
+}
+
+/// A DATE, DATETIME, TIMESTAMP or TIME value as the server writes it: text with the
+/// column's fractional digits (`meta.decimals`, 0 to 6), or the binary protocol's
+/// length-prefixed fields, shortest form (as the server sends them).
+fn encode_temporal(value: Temporal, meta: &ColumnMeta, protocol: Protocol) -> Vec<u8> {
+    let decimals = usize::from(meta.decimals);
+    let fraction = |microsecond: u32| -> String {
+        match decimals {
+            1..=6 => format!(".{:06}", microsecond)[..=decimals].to_owned(),
+            _ => String::new(),
+        }
+    };
+    let is_date = ColumnType::try_from(meta.column_type).is_ok_and(|t| {
+        matches!(
+            t,
+            ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE
+        )
+    });
+    match (value, protocol) {
+        (
+            Temporal::DateTime {
+                year,
+                month,
+                day,
+                hour,
+                minute,
+                second,
+                microsecond,
+            },
+            Protocol::Text,
+        ) => {
+            if is_date {
+                format!("{year:04}-{month:02}-{day:02}").into_bytes()
+            } else {
+                format!(
+                    "{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}{}",
+                    fraction(microsecond)
+                )
+                .into_bytes()
+            }
+        }
+        (
+            Temporal::DateTime {
+                year,
+                month,
+                day,
+                hour,
+                minute,
+                second,
+                microsecond,
+            },
+            Protocol::Binary,
+        ) => {
+            let mut body = year.to_le_bytes().to_vec();
+            body.extend_from_slice(&[month, day, hour, minute, second]);
+            body.extend_from_slice(&microsecond.to_le_bytes());
+            let len = if microsecond != 0 {
+                11
+            } else if hour != 0 || minute != 0 || second != 0 {
+                7
+            } else if year != 0 || month != 0 || day != 0 {
+                4
+            } else {
+                0
+            };
+            let mut out = vec![len as u8];
+            out.extend_from_slice(&body[..len]);
+            out
+        }
+        (Temporal::Time { microseconds }, protocol) => {
+            let negative = microseconds < 0;
+            let total = microseconds.unsigned_abs();
+            let micro = (total % 1_000_000) as u32;
+            let seconds = total / 1_000_000;
+            let (hours, minute, second) = (
+                seconds / 3600,
+                (seconds / 60 % 60) as u8,
+                (seconds % 60) as u8,
+            );
+            match protocol {
+                Protocol::Text => format!(
+                    "{}{hours:02}:{minute:02}:{second:02}{}",
+                    if negative { "-" } else { "" },
+                    fraction(micro)
+                )
+                .into_bytes(),
+                Protocol::Binary => {
+                    // TIME spans at most 838 hours: the days fit.
+                    let days = (hours / 24) as u32;
+                    let mut body = vec![u8::from(negative)];
+                    body.extend_from_slice(&days.to_le_bytes());
+                    body.extend_from_slice(&[(hours % 24) as u8, minute, second]);
+                    body.extend_from_slice(&micro.to_le_bytes());
+                    let len = if micro != 0 {
+                        12
+                    } else if total != 0 {
+                        8
+                    } else {
+                        0
+                    };
+                    let mut out = vec![len as u8];
+                    out.extend_from_slice(&body[..len]);
+                    out
+                }
+            }
+        }
     }
 }
 
@@ -676,11 +806,90 @@ mod tests {
             b"0".to_vec(),
             "a number in a string column is its text"
         );
-        let text_double = encode(&Value::Double(2.5), &meta(DOUBLE, 0, 31), Text);
-        assert_eq!(text_double, Err(ValueError::Unsupported(5)));
-        assert_eq!(enc(time(0), TIME, 0, Binary), None);
+        // Text DOUBLE: MariaDB's digits where they are known, else refused.
+        let text_double = |v: f64, decimals: u8| {
+            encode(&Value::Double(v), &meta(DOUBLE, 0, decimals), Text)
+                .map(|b| String::from_utf8(b).unwrap())
+        };
+        for (v, printed) in [
+            (2.5, "2.5"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (2.0 / 3.0 * 1e10, "6666666666.666666"),
+            (999_999_999_999_999.0, "999999999999999"),
+            (0.00001, "0.00001"),
+            (-3.5, "-3.5"),
+            (-0.0, "0"),
+        ] {
+            assert_eq!(text_double(v, 31).as_deref(), Ok(printed), "{v}");
+        }
+        for v in [1e15, 1.5e300, 1e-11] {
+            assert_eq!(text_double(v, 31), Err(ValueError::Unsupported(5)), "{v}");
+        }
+        assert_eq!(text_double(2.5, 2), Err(ValueError::Unsupported(5)));
+        assert_eq!(enc(time(0), TIME, 0, Binary), Some(vec![0]));
         assert_eq!(enc(Value::Null, LONG, 0, Text), None);
         assert_eq!(enc(Value::Double(1.0), LONG, 0, Text), None);
+    }
+
+    #[test]
+    fn encodes_temporals_as_the_server_writes_them() {
+        let stamp = Temporal::DateTime {
+            year: 2024,
+            month: 2,
+            day: 29,
+            hour: 7,
+            minute: 5,
+            second: 9,
+            microsecond: 120_000,
+        };
+        let text_of = |v: Temporal, t: ColumnType, decimals: u8| {
+            String::from_utf8(encode(&Value::Temporal(v), &meta(t, 0, decimals), Text).unwrap())
+                .unwrap()
+        };
+        assert_eq!(text_of(stamp, DATETIME, 3), "2024-02-29 07:05:09.120");
+        assert_eq!(text_of(stamp, DATETIME, 0), "2024-02-29 07:05:09");
+        assert_eq!(text_of(stamp, DATETIME, 6), "2024-02-29 07:05:09.120000");
+        let day = Temporal::DateTime {
+            year: 2024,
+            month: 2,
+            day: 29,
+            hour: 0,
+            minute: 0,
+            second: 0,
+            microsecond: 0,
+        };
+        assert_eq!(text_of(day, DATE, 0), "2024-02-29");
+        let span = Temporal::Time {
+            microseconds: -((838 * 3600 + 59 * 60 + 59) * 1_000_000 + 500_000),
+        };
+        assert_eq!(text_of(span, TIME, 1), "-838:59:59.5");
+        assert_eq!(
+            text_of(
+                Temporal::Time {
+                    microseconds: 61_000_000
+                },
+                TIME,
+                0
+            ),
+            "00:01:01"
+        );
+        // Both protocols read back what was written; binary in its shortest form.
+        for (v, t, decimals) in [
+            (stamp, DATETIME, 6),
+            (day, DATETIME, 0),
+            (day, DATE, 0),
+            (span, TIME, 6),
+            (Temporal::Time { microseconds: 0 }, TIME, 0),
+        ] {
+            for protocol in [Text, Binary] {
+                let m = meta(t, 0, decimals);
+                let raw = encode(&Value::Temporal(v), &m, protocol).unwrap();
+                assert_eq!(decode(&raw, &m, protocol), Ok(Value::Temporal(v)), "{v:?}");
+            }
+        }
+        let binary = |v| encode(&Value::Temporal(v), &meta(DATETIME, 0, 6), Binary).unwrap();
+        assert_eq!(binary(day), vec![4, 0xe8, 0x07, 2, 29]);
+        assert_eq!(binary(stamp).len(), 12);
     }
 
     #[test]

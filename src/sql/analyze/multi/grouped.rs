@@ -234,6 +234,11 @@ impl Builder<'_, '_> {
                 }
                 AstValue::Null => MExpr::Literal(Value::Null),
                 AstValue::Boolean(b) => MExpr::Literal(Value::Int(i128::from(*b))),
+                AstValue::Placeholder(_) => {
+                    return Err(format!(
+                        "a ? parameter in {place} over several shards (the merge computes with the numbers written in the statement: write the value in the SQL text)"
+                    ));
+                }
                 _ => {
                     return Err(format!(
                         "a text or other literal in {place} over several shards (only numbers are compared after the merge)"
