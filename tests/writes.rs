@@ -635,6 +635,20 @@ async fn a_region_of_another_channel_is_the_orders_data() {
     let delete = format!("DELETE FROM t_order WHERE order_id = {legacy} AND region = 'GB'");
     assert_eq!(run(&mut c, &delete).await, 1, "{delete}");
     assert_eq!(shards_holding(legacy).await, Vec::<u32>::new());
+    // A channel the proxy cannot read leaves the region alone to decide: refused, nothing
+    // written, no index row.
+    for channel in [
+        "CONCAT('GLOBAL_', 'CHANNEL')",
+        "'GLOBAL_CHANNEL' COLLATE utf8mb4_bin",
+    ] {
+        let unread = guard.add(fresh_legacy_id());
+        let sql = format!(
+            "INSERT INTO t_order {ORDER_COLUMNS} VALUES ({unread}, {channel}, 'GB', 7, 1, 'NEW', 'x', NOW())"
+        );
+        assert_eq!(error_code(&mut c, &sql).await, 1526, "{sql}");
+        assert_eq!(shards_holding(unread).await, Vec::<u32>::new(), "{sql}");
+        assert_eq!(index_channel(unread).await, None, "{sql}");
+    }
     drop(guard);
     h.stop().await;
 }

@@ -25,7 +25,7 @@ use crate::config::{ChannelId, Config};
 use crate::error::ProxyError;
 use crate::id::{DecodeFailure, RouteKeyDecoder};
 use crate::sql::hints::RouteHints;
-use crate::sql::{ContextKind, ContextSlot};
+use crate::sql::{ContextKind, ContextSlot, ValueSlot};
 pub use effects::Effects;
 use index::{CachedRoute, IndexTable, RouteCache};
 use shared_cache::{SharedCache, SharedLookup};
@@ -165,8 +165,9 @@ impl<I: IndexTable> Router<I> {
     /// server returns the empty answer); a hint that contradicts a predicate is refused.
     ///
     /// # Errors
-    /// 1526 for a hint naming an unknown channel or region, and for claims that name
-    /// different channels (on reads: unless only predicates disagree).
+    /// 1526 for a hint naming an unknown channel or region, for claims that name
+    /// different channels (on reads: unless only predicates disagree), and on writes for
+    /// a `channel` value given as an expression.
     pub fn context(
         &self,
         slots: &[ContextSlot],
@@ -220,6 +221,13 @@ impl<I: IndexTable> Router<I> {
             });
         }
         for slot in slots {
+            if write && slot.kind == ContextKind::Channel && slot.value == ValueSlot::Expression {
+                // Its region alone would decide, and the row's own channel may say otherwise.
+                return Err(ProxyError::unroutable(format!(
+                    "the `{}` value of this write is an expression the proxy does not evaluate; give it as a literal or a parameter",
+                    self.config.sharding.channel_column
+                )));
+            }
             if let Some(channel) = self.claim(slot, values) {
                 claims.push(Claim {
                     channel,
