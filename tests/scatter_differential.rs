@@ -481,6 +481,9 @@ refuse AVG() inside HAVING | SELECT channel, AVG(amount) a {t} GROUP BY channel 
 refuse operator / | SELECT channel, SUM(amount) / COUNT(*) {t} GROUP BY channel
 refuse operator / | SELECT SUM(i.price * i.qty) / SUM(i.qty) {J}
 refuse window    | SELECT order_id, ROW_NUMBER() OVER (ORDER BY amount) {t}
+refuse an executable comment | {rows} ORDER BY order_id /*!DESC*/ LIMIT 2
+refuse an executable comment | {rows} /*!LIMIT 1*/
+set              | SELECT /*!40001 SQL_NO_CACHE */ COUNT(*), SUM(amount) {t}
 set              | SELECT IF(COUNT(*) > 1, MIN(created_at), NULL) {t}
 fold set         | SELECT status, IF(COUNT(*) > 2, MAX(created_at), MIN(created_at)) {t} GROUP BY status
 fold set         | SELECT channel, COALESCE(MAX(amount * 1e0), 0) {t} GROUP BY channel

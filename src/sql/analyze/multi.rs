@@ -160,6 +160,14 @@ impl Builder<'_, '_> {
         let mut depth = 0i32;
         let mut commas = Vec::new();
         for (i, t) in tokens.iter().enumerate().skip(start) {
+            if !plain(t) {
+                // The shards' statements copy and cut clauses by tokens: a comment's
+                // markers would be split from its body (`ORDER BY id /*!DESC*/`). Around
+                // the modifiers (`SELECT /*!40001 SQL_NO_CACHE */ *`, as dumps send) is fine.
+                return Err(
+                    "an executable comment (/*! ... */) after the select list's start in a SELECT over several shards".to_owned(),
+                );
+            }
             if t.is_punct(sql, "(") {
                 depth += 1;
             } else if t.is_punct(sql, ")") {
