@@ -678,6 +678,22 @@ async fn sql_select_limit_cuts_the_merged_answer_not_each_shards_part() {
         assert!(!want.is_empty(), "{sql}");
         assert_same_rows(&got, &want, &sql);
     }
+    // SET STATEMENT sql_select_limit reaches every shard: refused over several shards;
+    // other SET STATEMENT variables (Connector/J's query timeout) run as before.
+    refused(
+        &mut c,
+        &format!("SET STATEMENT sql_select_limit = 2 FOR SELECT order_id FROM t_order WHERE {SEEDED} ORDER BY order_id"),
+        "SET STATEMENT sql_select_limit",
+    )
+    .await;
+    let timed = format!(
+        "SET STATEMENT max_statement_time = 100 FOR SELECT order_id FROM t_order WHERE {SEEDED} ORDER BY order_id"
+    );
+    assert_same_rows(
+        &rows(&mut c, &timed).await,
+        &rows(&mut r, &timed).await,
+        &timed,
+    );
     // Unordered: three rows of the table, as one server would give.
     let plain = format!("SELECT order_id FROM t_order WHERE {SEEDED}");
     assert_eq!(rows(&mut c, &plain).await.len(), 3);
@@ -691,10 +707,10 @@ async fn sql_select_limit_cuts_the_merged_answer_not_each_shards_part() {
     shard_sql.dedup_by(|a, b| a.ends_with("LIMIT 3") == b.ends_with("LIMIT 3"));
     assert_eq!(shard_sql.len(), 1, "{shard_sql:?}");
     assert!(shard_sql[0].ends_with("LIMIT 3"), "{shard_sql:?}");
-    // SHOW TABLE STATUS is not cut; 0 and DEFAULT round-trip.
+    // SHOW TABLE STATUS is cut as MariaDB cuts it; 0 and DEFAULT round-trip.
     exec(&mut c, "SET SESSION sql_select_limit = 1").await;
     let status: Vec<mysql_async::Row> = c.query("SHOW TABLE STATUS").await.unwrap();
-    assert_eq!(status.len(), 3, "t_merchant, t_order, t_order_item");
+    assert_eq!(status.len(), 1, "as MariaDB: SHOW TABLE STATUS is cut too");
     exec(&mut c, "SET SESSION sql_select_limit = 0").await;
     assert!(
         rows(&mut c, "SELECT COUNT(*) FROM t_order")
@@ -714,5 +730,47 @@ async fn sql_select_limit_cuts_the_merged_answer_not_each_shards_part() {
     .await;
     assert_same_rows(&all, &want, "COUNT(*) after DEFAULT");
     assert_usable(&mut c).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn found_rows_counts_the_merged_rows_of_groups_and_distinct_values() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let mut r = reference().await;
+    for sql in [
+        format!("SELECT SQL_CALC_FOUND_ROWS COUNT(*) FROM t_order WHERE {SEEDED}"),
+        format!(
+            "SELECT SQL_CALC_FOUND_ROWS channel, COUNT(*) FROM t_order WHERE {SEEDED} GROUP BY channel ORDER BY channel LIMIT 2"
+        ),
+        format!(
+            "SELECT SQL_CALC_FOUND_ROWS region, COUNT(*) AS n FROM t_order WHERE {SEEDED} GROUP BY region HAVING n > 20 ORDER BY region LIMIT 1"
+        ),
+        format!(
+            "SELECT SQL_CALC_FOUND_ROWS channel FROM t_order WHERE {SEEDED} GROUP BY channel LIMIT 0"
+        ),
+        format!(
+            "SELECT SQL_CALC_FOUND_ROWS DISTINCT region FROM t_order WHERE {SEEDED} ORDER BY region LIMIT 2"
+        ),
+        format!("SELECT SQL_CALC_FOUND_ROWS DISTINCT status FROM t_order WHERE {SEEDED} LIMIT 1"),
+        format!(
+            "SELECT SQL_CALC_FOUND_ROWS order_id FROM t_order WHERE {SEEDED} ORDER BY order_id LIMIT 3"
+        ),
+    ] {
+        let got = rows(&mut c, &sql).await;
+        let want = rows(&mut r, &sql).await;
+        let got_found = rows(&mut c, "SELECT FOUND_ROWS()").await;
+        let want_found = rows(&mut r, "SELECT FOUND_ROWS()").await;
+        if sql.contains("ORDER BY") || sql.contains("COUNT(*) FROM") {
+            assert_same_rows(&got, &want, &sql);
+        } else {
+            assert_eq!(got.len(), want.len(), "{sql}");
+        }
+        assert_same_rows(
+            &got_found,
+            &want_found,
+            &format!("FOUND_ROWS() after {sql}"),
+        );
+    }
     h.stop().await;
 }

@@ -449,6 +449,11 @@ impl<'c, 'p> Results<'c, 'p> {
         }
     }
 
+    /// The statement asked for `SQL_CALC_FOUND_ROWS`: [`Results::found_rows`] is kept.
+    pub fn counts_found_rows(&self) -> bool {
+        self.extras.calc_found_rows
+    }
+
     /// The datasources whose connections the plan used.
     pub fn datasources(&self) -> Vec<DatasourceId> {
         self.lanes.iter().map(|l| l.datasource).collect()

@@ -125,6 +125,7 @@ pub(super) async fn merged(
         plan.steps[0].names.as_ref(),
         status,
     )?;
+    let count_all = results.counts_found_rows() && spec.distinct.is_some();
     let mut m = Merger {
         client,
         results,
@@ -140,6 +141,8 @@ pub(super) async fn merged(
         },
         seen: HashSet::new(),
         steps: plan.steps.len(),
+        found: 0,
+        count_all,
     };
     if sorted {
         for step in 1..m.steps {
@@ -150,6 +153,11 @@ pub(super) async fn merged(
         m.grouped().await?;
     } else {
         m.concatenated().await?;
+    }
+    // The shards' FOUND_ROWS() count their own rows or groups; a grouped or DISTINCT
+    // answer has as many as the merge found (SQL_CALC_FOUND_ROWS).
+    if spec.grouping.is_some() || spec.distinct.is_some() {
+        m.results.found_rows = m.found;
     }
     m.finish()
 }
@@ -172,6 +180,10 @@ struct Merger<'a, 'r, 'c, 'p> {
     cut: Cut,
     seen: HashSet<Vec<u8>>,
     steps: usize,
+    /// Merged rows before OFFSET and LIMIT: `FOUND_ROWS()` of a grouped or DISTINCT merge.
+    found: u64,
+    /// Go on merging (and counting) past LIMIT: `SQL_CALC_FOUND_ROWS` with DISTINCT.
+    count_all: bool,
 }
 
 impl Merger<'_, '_, '_, '_> {
@@ -211,6 +223,7 @@ impl Merger<'_, '_, '_, '_> {
             }
             self.seen.insert(canonical);
         }
+        self.found += 1;
         if !self.cut.take() {
             return Ok(());
         }
@@ -232,7 +245,7 @@ impl Merger<'_, '_, '_, '_> {
                 self.open(step).await?;
             }
             while let Some(row) = self.results.next_row(step).await? {
-                if self.cut.done() {
+                if self.cut.done() && !self.count_all {
                     continue;
                 }
                 let visible = self.shape.visible_row(&row).map_err(merge_error)?;
@@ -248,7 +261,7 @@ impl Merger<'_, '_, '_, '_> {
         for step in 0..self.steps {
             heads.push(self.head(step).await?);
         }
-        while !self.cut.done() {
+        while !self.cut.done() || self.count_all {
             let mut best: Option<usize> = None;
             for (i, head) in heads.iter().enumerate() {
                 let Some((_, keys)) = head else { continue };
@@ -323,6 +336,7 @@ impl Merger<'_, '_, '_, '_> {
             }
         }
         let merged = groups.finish(&self.spec.order).map_err(merge_error)?;
+        let found = merged.len() as u64;
         for row in merged {
             if self.cut.done() {
                 break;
@@ -332,6 +346,7 @@ impl Merger<'_, '_, '_, '_> {
             let packet = build_row(&values, visible, self.shape.protocol);
             self.emit(packet, None).await?;
         }
+        self.found = found;
         Ok(())
     }
 

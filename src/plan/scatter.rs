@@ -153,6 +153,19 @@ pub(super) fn plan_merge<I: IndexTable>(
     if let Some(why) = &multi.refused {
         return Err(ProxyError::not_yet(why));
     }
+    // Every shard gets the prefix and would cut its own part; the merge reads only the
+    // session's value (see `bind_limit`).
+    if p.inputs
+        .text
+        .prefix
+        .to_ascii_lowercase()
+        .windows(b"sql_select_limit".len())
+        .any(|w| w == b"sql_select_limit")
+    {
+        return Err(ProxyError::not_yet(
+            "SET STATEMENT sql_select_limit = ... FOR a SELECT over several shards (set it for the session, or give the SELECT a LIMIT)",
+        ));
+    }
     let mut merge = multi.merge.clone();
     let pushed = bind_limit(&p, multi, &mut merge)?;
     let steps = shards
@@ -197,6 +210,15 @@ fn bind_limit<I: IndexTable>(
     merge: &mut MergeSpec,
 ) -> Result<Option<u64>, ProxyError> {
     merge.row_cap = p.config().sharding.merge_row_cap;
+    // SQL_CALC_FOUND_ROWS with DISTINCT: the merge counts every distinct row, so the
+    // shards send all of theirs (each shard's own count says nothing of duplicates).
+    let calc_found_rows = p
+        .inputs
+        .text
+        .tokens
+        .iter()
+        .any(|t| t.is_word(p.inputs.text.sql, "sql_calc_found_rows"));
+    let count_distinct = calc_found_rows && merge.distinct.is_some();
     let Some(limit) = multi.limit else {
         // `sql_select_limit` cuts what one server returns for a SELECT without LIMIT:
         // each shard would cut its own part. The merge cuts instead, and each shard gets
@@ -204,7 +226,7 @@ fn bind_limit<I: IndexTable>(
         return Ok(p.inputs.session.select_limit.map(|n| {
             merge.limit = Some(n);
             merge.offset = 0;
-            if merge.grouping.is_some() {
+            if merge.grouping.is_some() || count_distinct {
                 u64::MAX
             } else {
                 n
@@ -228,9 +250,12 @@ fn bind_limit<I: IndexTable>(
     };
     merge.limit = Some(count);
     merge.offset = offset;
-    Ok(if limit.push_down {
+    Ok(if limit.push_down && !count_distinct {
         Some(offset.saturating_add(count))
-    } else if count == 0 && merge.grouping.as_ref().is_some_and(|g| !g.keys.is_empty()) {
+    } else if count == 0
+        && !calc_found_rows
+        && merge.grouping.as_ref().is_some_and(|g| !g.keys.is_empty())
+    {
         // Grouped: the answer is empty; shards need not group (and describe their
         // columns as the server does for LIMIT 0).
         Some(0)
