@@ -626,3 +626,68 @@ async fn readyz_names_a_datasource_that_does_not_answer() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn show_routekey_shards_and_pools_describe_the_map_and_a_datasource_that_is_down() {
+    let mut config = config();
+    // ds1 on a port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    config.datasources[1].address = format!("127.0.0.1:{port}");
+    let h = Harness::start_with(config.clone()).await;
+    let mut c = h.client().await;
+    // A statement on each datasource: ds0 answers, ds1 cannot be reached.
+    let on_ds0 = fresh_new_id_on(5, 0);
+    let on_ds1 = fresh_new_id_on(1, 1);
+    let _: Vec<mysql_async::Row> = c
+        .query(format!("SELECT * FROM t_order WHERE order_id = {on_ds0}"))
+        .await
+        .unwrap();
+    let e = c
+        .query_drop(format!("SELECT * FROM t_order WHERE order_id = {on_ds1}"))
+        .await;
+    assert_eq!(server_code(e), 1429);
+
+    type ShardRow = (u32, String, String, String, String, String);
+    let shards: Vec<ShardRow> = c.query("SHOW ROUTEKEY SHARDS").await.unwrap();
+    assert_eq!(shards.len(), config.sharding.shards.len());
+    for (shard, channel_name, datasource, database, tables, pool) in &shards {
+        let s = &config.sharding.shards[*shard as usize];
+        let ds = usize::from(s.datasource.0);
+        assert_eq!(datasource, &config.datasources[ds].name);
+        assert_eq!(database, &s.database);
+        assert_eq!(tables, &s.tables.join(", "));
+        let expected = CHANNELS
+            .iter()
+            .find(|c| (c.2..c.2 + 4).contains(shard))
+            .unwrap();
+        assert_eq!(channel_name, expected.0, "shard {shard}");
+        if ds == 1 {
+            assert!(pool.starts_with("down: "), "shard {shard}: {pool}");
+        } else {
+            assert!(pool.starts_with("up: "), "shard {shard}: {pool}");
+        }
+    }
+
+    type PoolRow = (String, String, u32, u32, u32, u32, u64, u64, u64, String);
+    let pools: Vec<PoolRow> = c.query("SHOW ROUTEKEY POOLS").await.unwrap();
+    let main = |name: &str| {
+        pools
+            .iter()
+            .find(|p| p.0 == name && p.1 == "main")
+            .unwrap_or_else(|| panic!("{name}: {pools:?}"))
+            .clone()
+    };
+    let ds0 = main(&config.datasources[0].name);
+    assert_eq!(ds0.2, config.datasources[0].pool_size);
+    assert!(ds0.3 >= 1, "ds0 has an open connection: {ds0:?}");
+    assert_eq!(ds0.5, ds0.3 - ds0.4, "in use = open - idle: {ds0:?}");
+    assert_eq!(ds0.8, 0, "{ds0:?}");
+    let ds1 = main(&config.datasources[1].name);
+    assert_eq!(ds1.3, 0, "{ds1:?}");
+    assert!(ds1.8 >= 1, "ds1 counted its connect errors: {ds1:?}");
+    assert!(!ds1.9.is_empty(), "{ds1:?}");
+    assert_eq!(pools.len(), 2 * config.datasources.len(), "{pools:?}");
+    h.stop().await;
+}

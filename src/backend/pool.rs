@@ -9,6 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bb8::{ErrorSink, ManageConnection, Pool, PooledConnection, RunError};
 use tokio::sync::watch;
@@ -44,9 +45,10 @@ impl ManageConnection for BackendManager {
     }
 }
 
-/// Publishes connect errors so waiting sessions can fail fast when a datasource is down.
+/// Publishes connect errors so waiting sessions can fail fast when a datasource is down,
+/// and counts them.
 #[derive(Clone)]
-struct ConnectErrors(Arc<watch::Sender<String>>);
+struct ConnectErrors(Arc<watch::Sender<String>>, Arc<AtomicU64>);
 
 impl std::fmt::Debug for ConnectErrors {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,6 +59,7 @@ impl std::fmt::Debug for ConnectErrors {
 impl ErrorSink<ProxyError> for ConnectErrors {
     fn sink(&self, error: ProxyError) {
         tracing::warn!(%error, "backend connect failed");
+        self.1.fetch_add(1, Ordering::Relaxed);
         self.0.send_replace(error.to_string());
     }
 
@@ -69,6 +72,7 @@ impl ErrorSink<ProxyError> for ConnectErrors {
 struct DatasourcePool {
     pool: Pool<BackendManager>,
     errors: watch::Receiver<String>,
+    connect_errors: Arc<AtomicU64>,
     name: String,
     checkout_timeout: std::time::Duration,
     /// What the pool was built from: a reload keeps the pool when this is unchanged.
@@ -111,6 +115,7 @@ impl Pools {
                     continue;
                 }
                 let (tx, rx) = watch::channel(String::new());
+                let connect_errors = Arc::new(AtomicU64::new(0));
                 let pool = Pool::builder()
                     .max_size(ds.pool_size)
                     .connection_timeout(ds.checkout_timeout)
@@ -119,7 +124,10 @@ impl Pools {
                     // The most recently used connection first: warm, and its prepared
                     // statements and session settings most likely to fit.
                     .queue_strategy(bb8::QueueStrategy::Lifo)
-                    .error_sink(Box::new(ConnectErrors(Arc::new(tx))))
+                    .error_sink(Box::new(ConnectErrors(
+                        Arc::new(tx),
+                        connect_errors.clone(),
+                    )))
                     .build_unchecked(BackendManager {
                         datasource: ds.clone(),
                         id,
@@ -131,6 +139,7 @@ impl Pools {
                     DatasourcePool {
                         pool,
                         errors: rx,
+                        connect_errors,
                         name: ds.name.clone(),
                         checkout_timeout: ds.checkout_timeout,
                         built_from: built_from.clone(),
@@ -215,6 +224,55 @@ impl Pools {
             .collect();
         out.sort();
         out
+    }
+}
+
+/// One pool's state (`SHOW ROUTEKEY POOLS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolReport {
+    /// The datasource's name.
+    pub datasource: String,
+    /// `main`, or `found_rows` (connections opened with CLIENT_FOUND_ROWS for the clients
+    /// that ask for it).
+    pub pool: &'static str,
+    /// The pool's size (`pool_size`): connections it may open.
+    pub size: u32,
+    /// Connections open now.
+    pub open: u32,
+    /// Open connections idle in the pool.
+    pub idle: u32,
+    /// Checkouts that had to wait for a connection, since the pool was built.
+    pub waits: u64,
+    /// Checkouts that gave up after `checkout_timeout`.
+    pub timeouts: u64,
+    /// Failed connection attempts.
+    pub connect_errors: u64,
+    /// The last connect error's message, empty when none.
+    pub last_error: String,
+}
+
+impl Pools {
+    /// Every pool's state, by datasource (configuration order), main pool first.
+    pub fn report(&self) -> Vec<PoolReport> {
+        let mut keys: Vec<&(DatasourceId, bool)> = self.pools.keys().collect();
+        keys.sort();
+        keys.into_iter()
+            .map(|key| {
+                let p = &self.pools[key];
+                let s = p.pool.state();
+                PoolReport {
+                    datasource: p.name.clone(),
+                    pool: if key.1 { "found_rows" } else { "main" },
+                    size: p.built_from.0.pool_size,
+                    open: s.connections,
+                    idle: s.idle_connections,
+                    waits: s.statistics.get_waited + s.statistics.get_timed_out,
+                    timeouts: s.statistics.get_timed_out,
+                    connect_errors: p.connect_errors.load(Ordering::Relaxed),
+                    last_error: p.errors.borrow().clone(),
+                }
+            })
+            .collect()
     }
 }
 

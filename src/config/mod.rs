@@ -384,7 +384,17 @@ impl Config {
             .copied()
     }
 
-    /// One channel.
+    /// The channel whose shard range (`base_shard` and the `shards_per_channel` after it)
+    /// holds `shard`; `None` for a shard no channel maps.
+    pub fn channel_of_shard(&self, shard: u32) -> Option<ChannelId> {
+        let per = self.sharding.shards_per_channel;
+        self.channels
+            .iter()
+            .position(|c| (c.base_shard..c.base_shard + per).contains(&shard))
+            .map(|i| ChannelId(i as u8))
+    }
+
+    /// The channel of `id`.
     pub fn channel(&self, id: ChannelId) -> &Channel {
         &self.channels[usize::from(id.0)]
     }

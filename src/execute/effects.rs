@@ -2,7 +2,7 @@
 //! fills its planning collected, the index rows an insert writes first (SPEC §5), and
 //! what a probe of every shard learnt.
 
-use crate::config::{ChannelId, Config};
+use crate::config::Config;
 use crate::error::ProxyError;
 use crate::plan::Plan;
 use crate::route::Router;
@@ -46,7 +46,7 @@ impl ProbeFindings {
                 }
                 [shard] => {
                     found += 1;
-                    if let Some(channel) = channel_of(config, *shard) {
+                    if let Some(channel) = config.channel_of_shard(*shard) {
                         router.learn_from_probe(*id, Some(channel)).await;
                     }
                 }
@@ -55,13 +55,4 @@ impl ProbeFindings {
         }
         (found, nowhere, ambiguous)
     }
-}
-
-fn channel_of(config: &Config, shard: u32) -> Option<ChannelId> {
-    let per = config.sharding.shards_per_channel;
-    config
-        .channels
-        .iter()
-        .position(|c| (c.base_shard..c.base_shard + per).contains(&shard))
-        .map(|i| ChannelId(i as u8))
 }

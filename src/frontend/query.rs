@@ -183,6 +183,8 @@ impl Session {
                 self.explain_route(client, sql, body, None, more).await
             }
             Command::ShowCallers => self.show_callers(client, more),
+            Command::ShowRouteShards => self.show_route_shards(client, more),
+            Command::ShowRoutePools => self.show_route_pools(client, more),
             Command::NextOrderId { region, column } => match region {
                 RegionArg::Missing => self.next_order_id(client, None, &column, more).await,
                 RegionArg::Literal(r) => self.next_order_id(client, Some(&r), &column, more).await,

@@ -27,6 +27,18 @@ fn varchar(name: &str, chars: u32, charset: (u16, u32)) -> ColumnSpec<'_> {
     }
 }
 
+/// A BIGINT UNSIGNED NOT NULL column of `length` digits.
+fn unsigned_column(name: &str, length: u32) -> ColumnSpec<'_> {
+    ColumnSpec {
+        name,
+        column_type: ColumnType::MYSQL_TYPE_LONGLONG,
+        flags: ColumnFlags::NOT_NULL_FLAG | ColumnFlags::UNSIGNED_FLAG | ColumnFlags::BINARY_FLAG,
+        charset: 63,
+        length,
+        decimals: 0,
+    }
+}
+
 /// SQL `LIKE` with `%`, `_` and `\` escapes, ASCII case-insensitive (table names).
 fn like(pattern: &[u8], text: &[u8]) -> bool {
     fn go(p: &[u8], t: &[u8]) -> bool {
@@ -187,6 +199,98 @@ impl Session {
         let rows: Vec<Vec<Option<Vec<u8>>>> = rows
             .into_iter()
             .map(|(k, v)| vec![Some(k.into_bytes()), Some(v.to_string().into_bytes())])
+            .collect();
+        client.result_set(&columns, &rows, ("", ""), self.final_status(more))
+    }
+
+    /// `SHOW ROUTEKEY SHARDS`: one row per shard: `shard`, `channel`, `datasource`,
+    /// `database`, `tables` (the physical tables, comma-separated, in the order of the
+    /// configuration's sharded tables), `pool` (its datasource's main pool: `up` with its
+    /// open and idle connections, or `down` with the last connect error when it has no
+    /// connection and connecting failed).
+    pub fn show_route_shards(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+        let config = &self.rt.config;
+        let pools = self.rt.pools.report();
+        let charset = self.result_charset();
+        let columns = [
+            unsigned_column("shard", 10),
+            varchar("channel", 64, charset),
+            varchar("datasource", 64, charset),
+            varchar("database", 64, charset),
+            varchar("tables", 1024, charset),
+            varchar("pool", 512, charset),
+        ];
+        let rows: Vec<Vec<Option<Vec<u8>>>> = config
+            .sharding
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(n, s)| {
+                let ds = config.datasource(s.datasource);
+                let channel = config
+                    .channel_of_shard(n as u32)
+                    .map_or("", |c| config.channel(c).name.as_str());
+                let pool = pools
+                    .iter()
+                    .find(|p| p.datasource == ds.name && p.pool == "main")
+                    .map_or_else(String::new, |p| {
+                        if p.open == 0 && !p.last_error.is_empty() {
+                            format!("down: {}", p.last_error)
+                        } else {
+                            format!("up: {} open, {} idle of {}", p.open, p.idle, p.size)
+                        }
+                    });
+                vec![
+                    Some(n.to_string().into_bytes()),
+                    Some(channel.as_bytes().to_vec()),
+                    Some(ds.name.clone().into_bytes()),
+                    Some(s.database.clone().into_bytes()),
+                    Some(s.tables.join(", ").into_bytes()),
+                    Some(pool.into_bytes()),
+                ]
+            })
+            .collect();
+        client.result_set(&columns, &rows, ("", ""), self.final_status(more))
+    }
+
+    /// `SHOW ROUTEKEY POOLS`: one row per datasource and pool (`main`, and `found_rows`
+    /// for clients with CLIENT_FOUND_ROWS): `datasource`, `pool`, `size`, `open`, `idle`,
+    /// `in_use`, `waits` (checkouts that waited, since the pool was built), `timeouts`
+    /// (of those, the ones that gave up), `connect_errors`, `last_error`.
+    pub fn show_route_pools(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+        let charset = self.result_charset();
+        let columns = [
+            varchar("datasource", 64, charset),
+            varchar("pool", 16, charset),
+            unsigned_column("size", 10),
+            unsigned_column("open", 10),
+            unsigned_column("idle", 10),
+            unsigned_column("in_use", 10),
+            unsigned_column("waits", 20),
+            unsigned_column("timeouts", 20),
+            unsigned_column("connect_errors", 20),
+            varchar("last_error", 512, charset),
+        ];
+        let rows: Vec<Vec<Option<Vec<u8>>>> = self
+            .rt
+            .pools
+            .report()
+            .into_iter()
+            .map(|p| {
+                let n = |v: u64| Some(v.to_string().into_bytes());
+                vec![
+                    Some(p.datasource.into_bytes()),
+                    Some(p.pool.as_bytes().to_vec()),
+                    n(u64::from(p.size)),
+                    n(u64::from(p.open)),
+                    n(u64::from(p.idle)),
+                    n(u64::from(p.open.saturating_sub(p.idle))),
+                    n(p.waits),
+                    n(p.timeouts),
+                    n(p.connect_errors),
+                    Some(p.last_error.into_bytes()),
+                ]
+            })
             .collect();
         client.result_set(&columns, &rows, ("", ""), self.final_status(more))
     }

@@ -28,16 +28,6 @@ fn table_shards(config: &Config, channel: Option<ChannelId>) -> Vec<u32> {
     shards
 }
 
-/// The channel a shard belongs to.
-fn channel_of(config: &Config, shard: u32) -> Option<ChannelId> {
-    let per = config.sharding.shards_per_channel;
-    config
-        .channels
-        .iter()
-        .position(|c| (c.base_shard..c.base_shard + per).contains(&shard))
-        .map(|i| ChannelId(i as u8))
-}
-
 /// A statement without a usable order id (SPEC §5): a read runs on every shard of the
 /// table, or on one channel's when a top-level `channel = '...'` names one (a region, a
 /// hint or anything else never narrows it); a write only when the user may and every
@@ -79,7 +69,7 @@ pub(super) fn plan_scatter<I: IndexTable>(
             order_id: None,
             layer: RouteLayer::Scatter,
             decode_failure: None,
-            channel: channel_of(p.config(), shard),
+            channel: p.config().channel_of_shard(shard),
             shard: Some(shard),
         });
     }
@@ -192,7 +182,7 @@ pub(super) fn plan_probe<I: IndexTable>(
                 order_id: Some(id),
                 layer: RouteLayer::Probe,
                 decode_failure: None,
-                channel: channel_of(p.config(), shard),
+                channel: p.config().channel_of_shard(shard),
                 shard: Some(shard),
             });
         }

@@ -92,6 +92,12 @@ pub enum Command {
     },
     /// `SHOW ROUTEKEY CALLERS`: who asks for ids without a region, most first.
     ShowCallers,
+    /// `SHOW ROUTEKEY SHARDS`: each shard's channel, datasource, physical tables and the
+    /// state of its datasource's pool.
+    ShowRouteShards,
+    /// `SHOW ROUTEKEY POOLS`: each datasource's pools: size, open, idle, in use, waits,
+    /// connect errors.
+    ShowRoutePools,
     /// `SELECT NEXT_ORDER_ID(['region' | ?]) [[AS] alias]`: an order id (SPEC §6).
     NextOrderId {
         /// The region given.
@@ -524,6 +530,8 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
         },
         ("routekey", "stats") if tokens.len() == 3 => Command::ShowRouteStats,
         ("routekey", "callers") if tokens.len() == 3 => Command::ShowCallers,
+        ("routekey", "shards") if tokens.len() == 3 => Command::ShowRouteShards,
+        ("routekey", "pools") if tokens.len() == 3 => Command::ShowRoutePools,
         ("tables", _) => show_tables(sql, tokens, 2, false, mode),
         ("table", "status") => show_table_status(sql, tokens, mode),
         ("full", "tables") => show_tables(sql, tokens, 3, true, mode),
