@@ -481,6 +481,8 @@ refuse AVG() inside HAVING | SELECT channel, AVG(amount) a {t} GROUP BY channel 
 refuse operator / | SELECT channel, SUM(amount) / COUNT(*) {t} GROUP BY channel
 refuse operator / | SELECT SUM(i.price * i.qty) / SUM(i.qty) {J}
 refuse window    | SELECT order_id, ROW_NUMBER() OVER (ORDER BY amount) {t}
+set              | SELECT MAX(user_id) - 900000975, MIN(user_id) - 900000000 {t}
+fold keys 1      | SELECT channel, MAX(user_id) - 900000000 AS d {t} GROUP BY channel ORDER BY d DESC
 refuse an executable comment | {rows} ORDER BY order_id /*!DESC*/ LIMIT 2
 refuse an executable comment | {rows} /*!LIMIT 1*/
 set              | SELECT /*!40001 SQL_NO_CACHE */ COUNT(*), SUM(amount) {t}

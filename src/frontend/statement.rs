@@ -375,9 +375,15 @@ impl Session {
         if !plan.probe.is_empty() {
             self.learn_from_probe(plan).await;
         }
-        if plan.steps.len() > 1 && !plan.atomic {
+        let reached = plan
+            .steps
+            .iter()
+            .flat_map(|s| &s.shards)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        if reached > 1 && !plan.atomic {
             let user = (plan.kind == PlanKind::Scatter).then_some(self.user.as_str());
-            self.proxy.metrics.count_fan_out(user, plan.steps.len());
+            self.proxy.metrics.count_fan_out(user, reached);
         }
         self.txn.release_idle();
         let status = self.final_status(more) | out.statement_flags;

@@ -158,10 +158,16 @@ pub(super) fn plan_merge<I: IndexTable>(
     }
     let mut merge = multi.merge.clone();
     let pushed = bind_limit(&p, multi, &mut merge)?;
-    let steps = shards
+    let mut steps: Vec<Step> = shards
         .iter()
-        .map(|&s| multi_step(&p, s, multi, pushed))
+        .map(|&s| multi_step(&p, s, multi, pushed, true))
         .collect();
+    if !multi.computed.is_empty() {
+        // The shards' rows carry NULL for what the merge computes; the first statement
+        // only describes the columns, as the server types them (`LIMIT 0`: no row is
+        // evaluated).
+        steps.insert(0, multi_step(&p, shards[0], multi, Some(0), false));
+    }
     let mut plan = p.finish(kind, steps, Vec::new());
     plan.merge = Some(merge);
     Ok(plan)
@@ -255,12 +261,14 @@ fn bind_limit<I: IndexTable>(
 }
 
 /// One shard's statement of a multi-shard read: the shard's names, the hidden columns
-/// before `FROM`, the removed clauses, and `LIMIT offset + count` when pushed down.
+/// before `FROM`, the removed clauses, and `LIMIT offset + count` when pushed down; with
+/// `blank_computed`, `NULL` for the select items the merge computes.
 fn multi_step<I: IndexTable>(
     p: &Planner<'_, I>,
     shard: u32,
     multi: &MultiShard,
     pushed_limit: Option<u64>,
+    blank_computed: bool,
 ) -> Step {
     let inputs = p.inputs;
     let config = p.config();
@@ -293,6 +301,17 @@ fn multi_step<I: IndexTable>(
             at: st.bytes_of(*span),
             with: vec![Frag::text(" ")],
         });
+    }
+    if blank_computed {
+        // Sorted before the edits inside it (unless one starts at its first byte: then
+        // the item stays, as before), it replaces them; the hidden columns copy the
+        // aggregates' tokens with their own edits.
+        for span in &multi.computed {
+            edits.push(Edit {
+                at: st.bytes_of(*span),
+                with: vec![Frag::text("NULL")],
+            });
+        }
     }
     if let Some(limit) = multi.limit {
         let with = match pushed_limit {

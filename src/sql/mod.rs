@@ -278,6 +278,10 @@ pub struct MultiShard {
     /// The last token before a trailing locking clause (`FOR UPDATE`), else the
     /// statement's last token: a LIMIT the proxy adds goes right after it.
     pub tail: u32,
+    /// Select items the merge computes from hidden aggregates (`MAX(x) - 99`): the shards
+    /// that send rows get `NULL` in their place (a shard's partial value could fail where
+    /// the whole would not), and one more statement with `LIMIT 0` describes them.
+    pub computed: Vec<TokSpan>,
     /// The LIMIT clause.
     pub limit: Option<LimitClause>,
     /// The merge; its offset, limit and row cap are set when the statement is planned.

@@ -29,6 +29,7 @@ pub(super) fn multi_shard(pos: &Positions<'_>, q: &Query, select: &Select) -> Mu
     let mut b = Builder {
         pos,
         hidden: Vec::new(),
+        computed: Vec::new(),
     };
     match b.build(q, select) {
         Ok(multi) => multi,
@@ -37,6 +38,7 @@ pub(super) fn multi_shard(pos: &Positions<'_>, q: &Query, select: &Select) -> Mu
             insert_before: 0,
             removed: Vec::new(),
             tail: 0,
+            computed: Vec::new(),
             limit: None,
             merge: empty_merge(),
             refused: Some(why),
@@ -117,6 +119,8 @@ const CLAUSES: [&str; 11] = [
 struct Builder<'a, 'p> {
     pos: &'a Positions<'p>,
     hidden: Vec<Vec<Piece>>,
+    /// Visible items the merge computes (see [`MultiShard::computed`]).
+    computed: Vec<TokSpan>,
 }
 
 impl Builder<'_, '_> {
@@ -373,6 +377,7 @@ impl Builder<'_, '_> {
             insert_before: clauses.from as u32,
             removed,
             tail: clauses.tail as u32,
+            computed: std::mem::take(&mut self.computed),
             limit: limit.map(|l| LimitClause {
                 push_down: !grouped,
                 ..l

@@ -142,6 +142,9 @@ impl Builder<'_, '_> {
             return Ok(Output::Aggregate(g.grouping.aggregates.len() - 1));
         }
         if aggregate_in(expr) {
+            if visible.is_some() {
+                self.computed.push(span);
+            }
             return Ok(Output::Expr(self.convert(
                 expr,
                 items,
