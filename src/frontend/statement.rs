@@ -375,12 +375,16 @@ impl Session {
         if !plan.probe.is_empty() {
             self.learn_from_probe(plan).await;
         }
-        let reached = plan
-            .steps
-            .iter()
-            .flat_map(|s| &s.shards)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
+        // Shards, not statements: a merge may send one more describing its columns.
+        let reached = if plan.steps.len() > 1 {
+            plan.steps
+                .iter()
+                .flat_map(|s| &s.shards)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        } else {
+            1
+        };
         if reached > 1 && !plan.atomic {
             let user = (plan.kind == PlanKind::Scatter).then_some(self.user.as_str());
             self.proxy.metrics.count_fan_out(user, reached);
