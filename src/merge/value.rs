@@ -172,70 +172,52 @@ fn text_double(v: f64) -> Option<Vec<u8>> {
 /// length-prefixed fields, shortest form (as the server sends them).
 fn encode_temporal(value: Temporal, meta: &ColumnMeta, protocol: Protocol) -> Vec<u8> {
     let decimals = usize::from(meta.decimals);
-    let fraction = |microsecond: u32| -> String {
-        match decimals {
-            1..=6 => format!(".{:06}", microsecond)[..=decimals].to_owned(),
-            _ => String::new(),
-        }
+    let fraction = |microsecond: u32| match decimals {
+        1..=6 => format!(".{microsecond:06}")[..=decimals].to_owned(),
+        _ => String::new(),
     };
-    let is_date = ColumnType::try_from(meta.column_type).is_ok_and(|t| {
-        matches!(
-            t,
-            ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE
-        )
-    });
-    match (value, protocol) {
-        (
-            Temporal::DateTime {
-                year,
-                month,
-                day,
-                hour,
-                minute,
-                second,
-                microsecond,
-            },
-            Protocol::Text,
-        ) => {
-            if is_date {
+    match value {
+        Temporal::DateTime {
+            year,
+            month,
+            day,
+            hour,
+            minute,
+            second,
+            microsecond,
+        } => match protocol {
+            Protocol::Text
+                if ColumnType::try_from(meta.column_type).is_ok_and(|t| {
+                    matches!(
+                        t,
+                        ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE
+                    )
+                }) =>
+            {
                 format!("{year:04}-{month:02}-{day:02}").into_bytes()
-            } else {
-                format!(
-                    "{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}{}",
-                    fraction(microsecond)
-                )
-                .into_bytes()
             }
-        }
-        (
-            Temporal::DateTime {
-                year,
-                month,
-                day,
-                hour,
-                minute,
-                second,
-                microsecond,
-            },
-            Protocol::Binary,
-        ) => {
-            let mut body = year.to_le_bytes().to_vec();
-            body.extend_from_slice(&[month, day, hour, minute, second]);
-            body.extend_from_slice(&microsecond.to_le_bytes());
-            let len = if microsecond != 0 {
-                11
-            } else if hour != 0 || minute != 0 || second != 0 {
-                7
-            } else if year != 0 || month != 0 || day != 0 {
-                4
-            } else {
-                0
-            };
-            let mut out = vec![len as u8];
-            out.extend_from_slice(&body[..len]);
-            out
-        }
-        (Temporal::Time { microseconds }, protocol) => {
+            Protocol::Text => format!(
+                "{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}{}",
+                fraction(microsecond)
+            )
+            .into_bytes(),
+            Protocol::Binary => {
+                let mut body = year.to_le_bytes().to_vec();
+                body.extend_from_slice(&[month, day, hour, minute, second]);
+                body.extend_from_slice(&microsecond.to_le_bytes());
+                let len = if microsecond != 0 {
+                    11
+                } else if hour != 0 || minute != 0 || second != 0 {
+                    7
+                } else if year != 0 || month != 0 || day != 0 {
+                    4
+                } else {
+                    0
+                };
+                length_prefixed(&body[..len])
+            }
+        },
+        Temporal::Time { microseconds } => {
             let negative = microseconds < 0;
             let total = microseconds.unsigned_abs();
             let micro = (total % 1_000_000) as u32;
@@ -254,25 +236,28 @@ fn encode_temporal(value: Temporal, meta: &ColumnMeta, protocol: Protocol) -> Ve
                 .into_bytes(),
                 Protocol::Binary => {
                     // TIME spans at most 838 hours: the days fit.
-                    let days = (hours / 24) as u32;
                     let mut body = vec![u8::from(negative)];
-                    body.extend_from_slice(&days.to_le_bytes());
+                    body.extend_from_slice(&((hours / 24) as u32).to_le_bytes());
                     body.extend_from_slice(&[(hours % 24) as u8, minute, second]);
                     body.extend_from_slice(&micro.to_le_bytes());
-                    let len = if micro != 0 {
-                        12
-                    } else if total != 0 {
-                        8
-                    } else {
-                        0
+                    let len = match (micro, total) {
+                        (1.., _) => 12,
+                        (0, 1..) => 8,
+                        _ => 0,
                     };
-                    let mut out = vec![len as u8];
-                    out.extend_from_slice(&body[..len]);
-                    out
+                    length_prefixed(&body[..len])
                 }
             }
         }
     }
+}
+
+/// `body` after its one-byte length (binary temporals).
+fn length_prefixed(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 1);
+    out.push(body.len() as u8);
+    out.extend_from_slice(body);
+    out
 }
 
 /// Orders two values of one column as MariaDB's ORDER BY does: NULL first (a plain
