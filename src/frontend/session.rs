@@ -60,6 +60,8 @@ pub struct Session {
     pub(super) row_count: i64,
     /// `FOUND_ROWS()`.
     pub(super) found_rows: u64,
+    /// `@@sql_select_limit` below its default, read when a SET changes it.
+    pub(super) select_limit: Option<u64>,
     /// What `SHOW WARNINGS` lists: the previous statement's diagnostics.
     pub(super) warnings: Vec<Diagnostic>,
     /// Prepared statements.
@@ -114,6 +116,7 @@ impl Session {
             last_insert_id: 0,
             row_count: -1,
             found_rows: 0,
+            select_limit: None,
             warnings: Vec::new(),
             statements: Default::default(),
             handle,
@@ -198,11 +201,7 @@ impl Session {
             found_rows: self.found_rows,
             user: format!("{}@{}", self.user, self.host),
             current_user: format!("{}@%", self.user),
-            select_limit: self
-                .vars
-                .get("sql_select_limit")
-                .and_then(|v| std::str::from_utf8(v).ok()?.trim_matches('\'').parse().ok())
-                .filter(|&n: &u64| n != u64::MAX),
+            select_limit: self.select_limit,
         }
     }
 

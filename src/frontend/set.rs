@@ -213,6 +213,9 @@ impl Session {
                     continue;
                 }
                 "autocommit" => self.autocommit = text == "1",
+                "sql_select_limit" => {
+                    self.select_limit = text.parse().ok().filter(|&n: &u64| n != u64::MAX);
+                }
                 "sql_mode" => {
                     let upper = text.to_ascii_uppercase();
                     let ansi = upper.split(',').any(|m| m == "ANSI");

@@ -148,9 +148,8 @@ pub(super) fn plan_merge<I: IndexTable>(
     if p.inputs
         .text
         .prefix
-        .to_ascii_lowercase()
         .windows(b"sql_select_limit".len())
-        .any(|w| w == b"sql_select_limit")
+        .any(|w| w.eq_ignore_ascii_case(b"sql_select_limit"))
     {
         return Err(ProxyError::not_yet(
             "SET STATEMENT sql_select_limit = ... FOR a SELECT over several shards (set it for the session, or give the SELECT a LIMIT)",
@@ -208,12 +207,7 @@ fn bind_limit<I: IndexTable>(
     merge.row_cap = p.config().sharding.merge_row_cap;
     // SQL_CALC_FOUND_ROWS with DISTINCT: the merge counts every distinct row, so the
     // shards send all of theirs (each shard's own count says nothing of duplicates).
-    let calc_found_rows = p
-        .inputs
-        .text
-        .tokens
-        .iter()
-        .any(|t| t.is_word(p.inputs.text.sql, "sql_calc_found_rows"));
+    let calc_found_rows = multi.calc_found_rows;
     let count_distinct = calc_found_rows && merge.distinct.is_some();
     let Some(limit) = multi.limit else {
         // `sql_select_limit` cuts what one server returns for a SELECT without LIMIT:

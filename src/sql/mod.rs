@@ -282,6 +282,8 @@ pub struct MultiShard {
     /// that send rows get `NULL` in their place (a shard's partial value could fail where
     /// the whole would not), and one more statement with `LIMIT 0` describes them.
     pub computed: Vec<TokSpan>,
+    /// `SELECT SQL_CALC_FOUND_ROWS`: `FOUND_ROWS()` counts the merged rows.
+    pub calc_found_rows: bool,
     /// The LIMIT clause.
     pub limit: Option<LimitClause>,
     /// The merge; its offset, limit and row cap are set when the statement is planned.

@@ -39,6 +39,7 @@ pub(super) fn multi_shard(pos: &Positions<'_>, q: &Query, select: &Select) -> Mu
             removed: Vec::new(),
             tail: 0,
             computed: Vec::new(),
+            calc_found_rows: false,
             limit: None,
             merge: empty_merge(),
             refused: Some(why),
@@ -84,6 +85,7 @@ struct Clauses {
     order: Option<TokSpan>,
     limit: Option<TokSpan>,
     tail: usize,
+    calc_found_rows: bool,
 }
 
 /// Statement modifiers that may follow SELECT before the select list.
@@ -232,6 +234,9 @@ impl Builder<'_, '_> {
             order: span_of("order"),
             limit: span_of("limit"),
             tail,
+            calc_found_rows: tokens[first + 1..start]
+                .iter()
+                .any(|t| t.is_word(sql, "sql_calc_found_rows")),
         })
     }
 
@@ -378,6 +383,7 @@ impl Builder<'_, '_> {
             removed,
             tail: clauses.tail as u32,
             computed: std::mem::take(&mut self.computed),
+            calc_found_rows: clauses.calc_found_rows,
             limit: limit.map(|l| LimitClause {
                 push_down: !grouped,
                 ..l
