@@ -54,17 +54,23 @@ async fn digest_of(conn: &mut mysql_async::Conn, table: usize, name: &str) -> (u
         .unwrap()
 }
 
+/// A MariaDB client program (`mariadb`, `mariadb-dump`) connecting to the proxy as `app`.
+fn to_proxy(program: &str, h: &Harness) -> std::process::Command {
+    let mut c = std::process::Command::new(program);
+    c.args([
+        "--no-defaults",
+        "--protocol=TCP",
+        "-h127.0.0.1",
+        "-uapp",
+        "-papp",
+    ])
+    .arg(format!("-P{}", h.addr.port()));
+    c
+}
+
 /// Runs `mariadb-dump` against the proxy; panics with its stderr when it fails.
 fn dump(h: &Harness, args: &[&str]) -> Vec<u8> {
-    let out = std::process::Command::new("mariadb-dump")
-        .args([
-            "--no-defaults",
-            "--protocol=TCP",
-            "-h127.0.0.1",
-            "-uapp",
-            "-papp",
-        ])
-        .arg(format!("-P{}", h.addr.port()))
+    let out = to_proxy("mariadb-dump", h)
         .args(args)
         .output()
         .expect("mariadb-dump runs (scripts/sandbox.sh installs the MariaDB client)");
@@ -471,15 +477,7 @@ async fn a_data_only_dump_restores_through_the_proxy_each_row_to_its_shard() {
     }
 
     use std::io::Write;
-    let mut cli = std::process::Command::new("mariadb")
-        .args([
-            "--no-defaults",
-            "--protocol=TCP",
-            "-h127.0.0.1",
-            "-uapp",
-            "-papp",
-        ])
-        .arg(format!("-P{}", h.addr.port()))
+    let mut cli = to_proxy("mariadb", &h)
         .arg("orders")
         .stdin(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -222,23 +222,13 @@ async fn unknown_legacy_ids_are_unresolved_and_negative_answers_expire() {
     h.stop().await;
 }
 
-/// `SHOW ROUTEKEY STATS` through the MySQL port, as a map.
-async fn stats_by_sql(c: &mut mysql_async::Conn) -> std::collections::HashMap<String, u64> {
-    use mysql_async::prelude::*;
-    c.query::<(String, u64), _>("SHOW ROUTEKEY STATS")
-        .await
-        .unwrap()
-        .into_iter()
-        .collect()
-}
-
 #[tokio::test]
 async fn a_dba_sees_the_layer_counters_through_sql() {
     use mysql_async::prelude::*;
     let h = Harness::start().await;
     let seed = seed();
     let mut c = h.client().await;
-    let before = stats_by_sql(&mut c).await;
+    let before = route_stats(&mut c).await;
     let eu = &seed.channels["EU_CHANNEL"];
     let (new, legacy) = (eu.new_format_ids[3], eu.legacy_ids[3]);
     c.query_drop(format!("SELECT * FROM t_order WHERE order_id = {new}"))
@@ -249,7 +239,7 @@ async fn a_dba_sees_the_layer_counters_through_sql() {
             .await
             .unwrap();
     }
-    let after = stats_by_sql(&mut c).await;
+    let after = route_stats(&mut c).await;
     let moved = |k: &str| after[k] - before[k];
     assert_eq!(moved("resolved_by_decode"), 1);
     assert_eq!(moved("resolved_by_index"), 1);

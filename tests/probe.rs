@@ -5,22 +5,9 @@
 
 mod common;
 
-use std::collections::HashMap;
-
 use common::*;
-use mysql_async::Conn;
-use mysql_async::prelude::*;
 use routekey_proxy::config::{Config, UnresolvedReads};
 use routekey_proxy::route::Layer;
-
-/// `SHOW ROUTEKEY STATS` as a map.
-async fn stats(c: &mut Conn) -> HashMap<String, u64> {
-    c.query::<(String, u64), _>("SHOW ROUTEKEY STATS")
-        .await
-        .unwrap()
-        .into_iter()
-        .collect()
-}
 
 /// The demo configuration with probes for unresolved reads.
 fn probing() -> Config {
@@ -39,10 +26,10 @@ async fn a_probe_finds_an_id_on_one_shard_answers_it_and_learns_its_channel() {
     let shard = expected_shard("BIZ_CHANNEL", id);
     insert_physical(shard, id, "BIZ_CHANNEL", "probed").await;
     let sql = format!("SELECT order_id, channel, note FROM t_order WHERE order_id = {id}");
-    let before = stats(&mut c).await;
+    let before = route_stats(&mut c).await;
     let got = rows(&mut c, &sql).await;
     assert_eq!(show_rows(&got), [format!("{id} | BIZ_CHANNEL | probed")]);
-    let after = stats(&mut c).await;
+    let after = route_stats(&mut c).await;
     assert_eq!(after["probes_found"] - before["probes_found"], 1);
     assert_eq!(after["probes_not_found"], before["probes_not_found"]);
     // The second read is served from the cache, without a probe.
@@ -50,7 +37,10 @@ async fn a_probe_finds_an_id_on_one_shard_answers_it_and_learns_its_channel() {
     let got = rows(&mut c, &sql).await;
     assert_eq!(show_rows(&got), [format!("{id} | BIZ_CHANNEL | probed")]);
     assert_eq!(stats_by_layer.layer(Layer::Cache), cached + 1);
-    assert_eq!(stats(&mut c).await["probes_found"], after["probes_found"]);
+    assert_eq!(
+        route_stats(&mut c).await["probes_found"],
+        after["probes_found"]
+    );
     let explained = rows(&mut c, &format!("EXPLAIN ROUTE {sql}")).await;
     assert_eq!(explained.len(), 1);
     assert_eq!(show(&explained[0][1]), "cache");
@@ -65,16 +55,16 @@ async fn a_probe_that_finds_nothing_answers_empty_and_is_not_repeated_at_once() 
     let h = Harness::start_with(probing()).await;
     let mut c = h.client().await;
     let id = fresh_legacy_id();
-    let before = stats(&mut c).await;
+    let before = route_stats(&mut c).await;
     let sql = format!("SELECT * FROM t_order WHERE order_id = {id}");
     assert!(rows(&mut c, &sql).await.is_empty());
     let agg = format!("SELECT COUNT(*), SUM(amount) FROM t_order WHERE order_id = {id}");
-    let after = stats(&mut c).await;
+    let after = route_stats(&mut c).await;
     assert_eq!(after["probes_not_found"] - before["probes_not_found"], 1);
     assert_eq!(show_rows(&rows(&mut c, &agg).await), ["0 | NULL"]);
     // The negative answer is cached: no second probe within cache.negative_ttl.
     assert_eq!(
-        stats(&mut c).await["probes_not_found"],
+        route_stats(&mut c).await["probes_not_found"],
         after["probes_not_found"]
     );
     // An IN list with a decodable id probes only the unknown one and returns the other.
@@ -86,7 +76,7 @@ async fn a_probe_that_finds_nothing_answers_empty_and_is_not_repeated_at_once() 
     )
     .await;
     assert_eq!(show_rows(&got), [known.to_string()]);
-    let last = stats(&mut c).await;
+    let last = route_stats(&mut c).await;
     assert_eq!(last["probes_not_found"] - after["probes_not_found"], 1);
     h.stop().await;
 }
@@ -104,7 +94,7 @@ async fn a_probe_that_finds_an_id_on_two_shards_returns_both_rows_and_learns_not
     insert_physical(eu, id, "EU_CHANNEL", "one").await;
     insert_physical(corp, id, "CORP_CHANNEL", "two").await;
     let sql = format!("SELECT note FROM t_order WHERE order_id = {id} ORDER BY note");
-    let before = stats(&mut c).await;
+    let before = route_stats(&mut c).await;
     // The rule: found on several shards, every row is returned (what one table
     // holding the rows would answer), no route is learned, and it is counted.
     for attempt in 1..=2 {
@@ -117,7 +107,7 @@ async fn a_probe_that_finds_an_id_on_two_shards_returns_both_rows_and_learns_not
             "attempt {attempt}"
         );
         // Nothing was cached: the second read probes again.
-        let now = stats(&mut c).await;
+        let now = route_stats(&mut c).await;
         assert_eq!(
             now["probes_ambiguous"] - before["probes_ambiguous"],
             attempt,

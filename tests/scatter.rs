@@ -9,8 +9,6 @@
 
 mod common;
 
-use std::collections::HashMap;
-
 use common::*;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder};
@@ -36,15 +34,6 @@ async fn client_as(h: &Harness, user: &str) -> Conn {
         .user(Some(user))
         .pass(Some(user));
     Conn::new(opts).await.expect("connect as another user")
-}
-
-/// `SHOW ROUTEKEY STATS` as a map.
-async fn stats(c: &mut Conn) -> HashMap<String, u64> {
-    c.query::<(String, u64), _>("SHOW ROUTEKEY STATS")
-        .await
-        .unwrap()
-        .into_iter()
-        .collect()
 }
 
 /// (code, message) of a statement that must fail with a MySQL error.
@@ -124,7 +113,7 @@ async fn a_user_refusing_scatter_gets_1235_unless_a_hint_allows_one_statement() 
     let mut r = reference().await;
     let count = format!("SELECT COUNT(*) FROM t_order WHERE {SEEDED}");
     let want = rows(&mut r, &count).await;
-    let before = stats(&mut app).await;
+    let before = route_stats(&mut app).await;
 
     refused(&mut n, &count, "scatter = \"refuse\"").await;
     refused(
@@ -172,7 +161,7 @@ async fn a_user_refusing_scatter_gets_1235_unless_a_hint_allows_one_statement() 
         let r: Result<Vec<mysql_async::Row>, _> = app.exec(&st, (user,)).await;
         assert_eq!(server_code(r), 1235, "execution for user {user}");
     }
-    let after = stats(&mut app).await;
+    let after = route_stats(&mut app).await;
     // Three allowed scatters by `narrow`, one by `app`; refusals are not counted.
     assert_eq!(after.get("scatters_user_narrow"), Some(&3));
     assert_eq!(
@@ -496,7 +485,7 @@ async fn merges_past_merge_row_cap_are_refused_and_streaming_merges_are_not() {
     let h = Harness::start_with(config).await;
     let mut c = h.client().await;
     let mut r = reference().await;
-    let before = stats(&mut c).await["merge_row_cap_hits"];
+    let before = route_stats(&mut c).await["merge_row_cap_hits"];
     // Groups, DISTINCT values: held in memory.
     for sql in [
         format!("SELECT user_id, COUNT(*) FROM t_order WHERE {SEEDED} GROUP BY user_id"),
@@ -508,7 +497,7 @@ async fn merges_past_merge_row_cap_are_refused_and_streaming_merges_are_not() {
         refused(&mut c, &sql, "merge_row_cap = 5").await;
         assert_usable(&mut c).await;
     }
-    assert_eq!(stats(&mut c).await["merge_row_cap_hits"] - before, 3);
+    assert_eq!(route_stats(&mut c).await["merge_row_cap_hits"] - before, 3);
     // Within the cap, or streamed: answered.
     for sql in [
         format!(
@@ -532,7 +521,7 @@ async fn merges_past_merge_row_cap_are_refused_and_streaming_merges_are_not() {
     let got = sorted_rows(&mut c, &plain).await;
     assert!(got.len() > 5);
     assert_same_rows(&got, &sorted_rows(&mut r, &plain).await, &plain);
-    assert_eq!(stats(&mut c).await["merge_row_cap_hits"] - before, 3);
+    assert_eq!(route_stats(&mut c).await["merge_row_cap_hits"] - before, 3);
     // In a transaction the shards of one datasource share a connection: an ordered merge
     // holds all but one shard's rows, and the cap applies.
     let id = fresh_new_id(5);

@@ -288,6 +288,15 @@ pub use mysql_async::Value;
 /// A row as plain values (text protocol: `Value::Bytes` or `Value::NULL`).
 pub type Values = Vec<Value>;
 
+/// `SHOW ROUTEKEY STATS` through the MySQL port, as a map (counter -> value).
+pub async fn route_stats(c: &mut Conn) -> std::collections::HashMap<String, u64> {
+    c.query::<(String, u64), _>("SHOW ROUTEKEY STATS")
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
 /// Every row of a text query, in the order received.
 pub async fn rows(c: &mut Conn, sql: &str) -> Vec<Values> {
     try_rows(c, sql)
