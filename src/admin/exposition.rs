@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::metrics::TOP_CALLERS;
-use crate::proxy::Proxy;
+use crate::proxy::{Proxy, Runtime};
 use crate::route::{Layer, LookupResult};
 
 fn counter(value: u64) -> Counter {
@@ -24,7 +24,23 @@ pub fn render(proxy: &Proxy) -> String {
     let mut r = Registry::with_prefix("routekey");
     proxy.metrics.register(&mut r);
     let rt = proxy.runtime();
+    routes(&mut r, &rt);
+    pools(&mut r, &rt);
+    issuance(&mut r, proxy, &rt);
 
+    let info = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
+    info.get_or_create(&vec![("version", env!("CARGO_PKG_VERSION"))])
+        .set(1);
+    r.register("build_info", "The running build (value 1)", info);
+
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &r);
+    out
+}
+
+/// Route resolutions, decode failures, index lookups and the shared cache tier.
+fn routes(r: &mut Registry, rt: &Runtime) {
     let stats = rt.router.stats();
     let layers = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
     for layer in Layer::ALL {
@@ -92,7 +108,10 @@ pub fn render(proxy: &Proxy) -> String {
             counter(counts.writes),
         );
     }
+}
 
+/// Backend connections per datasource and pool checkout waits.
+fn pools(r: &mut Registry, rt: &Runtime) {
     let pools = Family::<Vec<(&'static str, String)>, Gauge>::default();
     let mut totals: Vec<(String, i64, i64)> = Vec::new();
     for (name, _, open, idle) in rt.pools.state() {
@@ -126,7 +145,10 @@ pub fn render(proxy: &Proxy) -> String {
         Unit::Seconds,
         rt.pools.waits().clone(),
     );
+}
 
+/// Order ids issued, callers without a region, clock step-backs and the worker id lease.
+fn issuance(r: &mut Registry, proxy: &Proxy, rt: &Runtime) {
     let issue = proxy.issuer.stats();
     let per_channel = Family::<Vec<(&'static str, String)>, Counter>::default();
     for channel in &rt.config.channels {
@@ -188,14 +210,4 @@ pub fn render(proxy: &Proxy) -> String {
         "Times a worker id lease was refused because every worker id was leased",
         counter(issue.lease_full.load(Ordering::Relaxed)),
     );
-
-    let info = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
-    info.get_or_create(&vec![("version", env!("CARGO_PKG_VERSION"))])
-        .set(1);
-    r.register("build_info", "The running build (value 1)", info);
-
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &r);
-    out
 }

@@ -215,12 +215,9 @@ impl Pools {
     /// Connections per pool: (datasource, found_rows, open, idle).
     pub fn state(&self) -> Vec<(String, bool, u32, u32)> {
         let mut out: Vec<_> = self
-            .pools
-            .iter()
-            .map(|((_, fr), p)| {
-                let s = p.pool.state();
-                (p.name.clone(), *fr, s.connections, s.idle_connections)
-            })
+            .report()
+            .into_iter()
+            .map(|p| (p.datasource, p.pool == "found_rows", p.open, p.idle))
             .collect();
         out.sort();
         out
