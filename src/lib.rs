@@ -20,7 +20,9 @@
 //! merge of several shards' rows), [`proxy`] (the state sessions share, reloads),
 //! [`server`] (the listener and the drain), [`sessions`] (the session registry), and around
 //! the process: [`process`] (signals, file watch), [`admin`] (the HTTP port: probes,
-//! `/metrics`, order ids) and [`metrics`] (counters every layer may bump).
+//! `/metrics`, order ids) and [`metrics`] (counters every layer may bump). Off the data path:
+//! [`legacy`] (`verify` and `index backfill`, the tools for legacy ids) and [`tools`] (the
+//! other operator commands).
 
 pub mod admin;
 pub mod backend;
@@ -29,6 +31,7 @@ pub mod error;
 pub mod execute;
 pub mod frontend;
 pub mod id;
+pub mod legacy;
 pub mod merge;
 pub mod metrics;
 pub mod plan;

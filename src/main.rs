@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use routekey_proxy::config::Config;
-use routekey_proxy::{process, tools};
+use routekey_proxy::{legacy, process, tools};
 
 /// A MySQL-protocol sharding proxy that routes order-table statements by the route key
 /// embedded in order ids.
@@ -49,6 +50,67 @@ enum Cmd {
         /// The order id (unsigned 64-bit decimal).
         id: String,
     },
+    /// Check every row of every sharded table against the routing rules, and the index
+    /// table against the shards (read-only). Exit 0: nothing wrong; 1: findings; 2: the scan
+    /// could not finish.
+    Verify {
+        #[command(flatten)]
+        scan: ScanArgs,
+        /// Write every finding to FILE as JSON lines (kind, table, shard, order_id, detail).
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+        /// Wait at least this long before checking a finding again (traffic moves on).
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        recheck_after: Duration,
+    },
+    /// Index-table maintenance.
+    Index {
+        #[command(subcommand)]
+        command: IndexCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum IndexCmd {
+    /// Write the missing index rows of legacy orders (the row's channel, only where it
+    /// matches the shard holding it), and with --prune-dangling delete index rows whose
+    /// order no shard holds. Exit 0: done; 1: rows left to a person; 2: not finished.
+    Backfill {
+        #[command(flatten)]
+        scan: ScanArgs,
+        /// Count what would be written or pruned; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Resume from FILE and save progress to it (each row is written once).
+        #[arg(long, value_name = "FILE")]
+        checkpoint: Option<PathBuf>,
+        /// Scan at most this many rows per second.
+        #[arg(long, value_name = "N")]
+        rows_per_second: Option<f64>,
+        /// Delete index rows whose order no shard holds, when older than --min-age.
+        #[arg(long)]
+        prune_dangling: bool,
+        /// Keep dangling index rows younger than this (their insert may be in flight).
+        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        min_age: Duration,
+        /// Write the rows left to a person to FILE as JSON lines.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+    },
+}
+
+/// Which shards a scan reads, and how.
+#[derive(clap::Args)]
+struct ScanArgs {
+    /// Only the shards of this channel.
+    #[arg(long)]
+    channel: Option<String>,
+    /// Only these shards (repeat or comma-separate).
+    #[arg(long, value_delimiter = ',')]
+    shard: Vec<u32>,
+    /// Rows per keyset-paged read.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    page: u32,
 }
 
 fn main() -> ExitCode {
@@ -72,6 +134,52 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string()),
         Cmd::Decode { id } => {
             load(&cli.config).and_then(|c| tools::decode(&c, &id).map(|text| println!("{text}")))
+        }
+        Cmd::Verify {
+            scan,
+            report,
+            recheck_after,
+        } => {
+            return exit_status(load(&cli.config).and_then(|c| {
+                let options = legacy::verify::VerifyOptions {
+                    scope: legacy::Scope::new(&c, scan.channel.as_deref(), &scan.shard)?,
+                    report,
+                    page: scan.page as usize,
+                    recheck_after,
+                    terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                };
+                tools::run_verify(&c, &options)
+            }));
+        }
+        Cmd::Index {
+            command:
+                IndexCmd::Backfill {
+                    scan,
+                    dry_run,
+                    checkpoint,
+                    rows_per_second,
+                    prune_dangling,
+                    min_age,
+                    report,
+                },
+        } => {
+            return exit_status(load(&cli.config).and_then(|c| {
+                if rows_per_second.is_some_and(|r| r.is_nan() || r <= 0.0) {
+                    return Err("--rows-per-second must be above 0".to_owned());
+                }
+                let options = legacy::backfill::BackfillOptions {
+                    scope: legacy::Scope::new(&c, scan.channel.as_deref(), &scan.shard)?,
+                    dry_run,
+                    checkpoint,
+                    rows_per_second,
+                    prune_dangling,
+                    min_age,
+                    report,
+                    page: scan.page as usize,
+                    terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                };
+                tools::run_backfill(&c, &options)
+            }));
         }
         Cmd::Serve => {
             let (listen, admin_listen) = (cli.listen.clone(), cli.admin_listen.clone());
@@ -98,6 +206,17 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("routekey-proxy: {message}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// A tool's own exit status, or 2 with the message when it could not start.
+fn exit_status(result: Result<u8, String>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(message) => {
+            eprintln!("routekey-proxy: {message}");
+            ExitCode::from(2)
         }
     }
 }

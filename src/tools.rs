@@ -1,5 +1,6 @@
-//! Operator commands of the binary: `check-config` and `decode`, as functions that return
-//! text (the binary prints it).
+//! Operator commands of the binary: `check-config` and `decode` as functions that return
+//! text (the binary prints it); `verify` and `index backfill` run on a runtime of their own
+//! and return their exit status.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -111,4 +112,64 @@ pub fn decode(c: &Config, text: &str) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// Runs `verify` to its end (or Ctrl-C), prints the summary on stdout and returns the exit
+/// status (0 nothing wrong, 1 findings, 2 the scan could not finish).
+///
+/// # Errors
+/// The run could not start (a report file that cannot be created, no runtime).
+pub fn run_verify(
+    config: &Config,
+    options: &crate::legacy::verify::VerifyOptions,
+) -> Result<u8, String> {
+    let runtime = control_runtime()?;
+    runtime.block_on(async {
+        let stop = stop_on_ctrl_c();
+        let outcome = crate::legacy::verify::verify(config, options, &stop).await?;
+        println!("{}", outcome.summary(&options.scope).trim_end());
+        Ok(outcome.exit_code())
+    })
+}
+
+/// Runs `index backfill` to its end (or Ctrl-C, saving its checkpoint), prints the summary
+/// on stdout and returns the exit status (0 done, 1 rows left to a person, 2 not finished).
+///
+/// # Errors
+/// The run could not start (see [`crate::legacy::backfill::backfill`]).
+pub fn run_backfill(
+    config: &Config,
+    options: &crate::legacy::backfill::BackfillOptions,
+) -> Result<u8, String> {
+    let runtime = control_runtime()?;
+    runtime.block_on(async {
+        let stop = stop_on_ctrl_c();
+        let outcome = crate::legacy::backfill::backfill(config, options, &stop).await?;
+        println!("{}", outcome.summary(options).trim_end());
+        Ok(outcome.exit_code())
+    })
+}
+
+fn control_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// A flag the first Ctrl-C (SIGINT) sets, so a run stops between two order ids; a second
+/// one ends the process at once (status 130).
+fn stop_on_ctrl_c() -> crate::legacy::StopFlag {
+    let stop = crate::legacy::StopFlag::default();
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("stopping after the current order id (Ctrl-C again to abort at once)");
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(130);
+        }
+    });
+    stop
 }

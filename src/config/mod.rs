@@ -281,6 +281,10 @@ pub struct IndexTable {
     pub order_id_column: String,
     /// Channel name column.
     pub channel_column: String,
+    /// The column that holds each row's creation time (a `TIMESTAMP`/`DATETIME` the server
+    /// fills); `None` (the default) when not configured. `index backfill --prune-dangling`
+    /// needs it to keep index rows younger than `--min-age` and refuses without it.
+    pub created_at_column: Option<String>,
     /// Bound on one lookup or insert (default 2 s).
     pub timeout: Duration,
 }

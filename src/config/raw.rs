@@ -338,6 +338,7 @@ pub struct RawIndex {
     pub order_id_column: String,
     #[serde(default = "default_channel_column")]
     pub channel_column: String,
+    pub created_at_column: Option<String>,
     #[serde(default = "default_index_timeout", with = "humantime_serde")]
     pub timeout: Duration,
 }

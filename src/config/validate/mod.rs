@@ -107,6 +107,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         table: raw.index.table.clone(),
         order_id_column: raw.index.order_id_column.clone(),
         channel_column: raw.index.channel_column.clone(),
+        created_at_column: raw.index.created_at_column.clone(),
         timeout: raw.index.timeout,
     };
     let issuance = issuance(&c, &raw, &channels, &layout)?;

@@ -1,0 +1,422 @@
+//! Reading the shards and the index table in order_id order: keyset-paged scans of each
+//! physical table merged into one stream of [`Sightings`], and the same view for a handful
+//! of ids at once ([`Sources::sightings_of`], used to check a finding again).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use futures_util::future::try_join_all;
+use mysql_async::prelude::Queryable;
+
+use super::{Scope, qualified, quote_ident};
+use crate::config::Config;
+
+/// A scan or a lookup could not be done (the run cannot finish: exit status 2).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ScanError(pub String);
+
+fn failed(what: &str) -> impl Fn(mysql_async::Error) -> ScanError + '_ {
+    move |e| ScanError(format!("{what}: {e}"))
+}
+
+/// A row of the order table (the first binding table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRow {
+    /// The shard holding it.
+    pub shard: u32,
+    /// Its channel column, as stored (`None` when NULL).
+    pub channel: Option<String>,
+}
+
+/// Rows of another binding table (`t_order_item`) for one order id on one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItemRows {
+    /// Index of the table in `sharding.binding_tables` (never 0).
+    pub table: usize,
+    /// The shard holding them.
+    pub shard: u32,
+}
+
+/// The index table's row for an order id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexRow {
+    /// The channel name it stores (`None` when NULL).
+    pub channel: Option<String>,
+    /// How long ago it was written, by the server's clock (`None` without
+    /// `index.created_at_column`).
+    pub age: Option<Duration>,
+}
+
+/// Everything the scanned tables hold for one order id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sightings {
+    /// The order id.
+    pub order_id: u64,
+    /// Its rows in the order table, one per shard that holds one.
+    pub orders: Vec<OrderRow>,
+    /// Shards holding rows of the other binding tables.
+    pub items: Vec<ItemRows>,
+    /// Its index-table row.
+    pub index: Option<IndexRow>,
+}
+
+impl Sightings {
+    fn empty(order_id: u64) -> Self {
+        Self {
+            order_id,
+            ..Self::default()
+        }
+    }
+}
+
+/// Which tables a scan reads besides the order table.
+#[derive(Debug, Clone, Copy)]
+pub struct Tables {
+    /// The other binding tables (`t_order_item`).
+    pub items: bool,
+}
+
+/// Connections to the datasources (one small mysql_async pool each, the control path).
+pub struct Sources {
+    pools: Vec<mysql_async::Pool>,
+}
+
+impl Sources {
+    /// Pools for every datasource of `config`, each of at most `connections` connections
+    /// (opened on first use).
+    pub fn new(config: &Config, connections: usize) -> Self {
+        let pools = config
+            .datasources
+            .iter()
+            .map(|ds| {
+                let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
+                let opts = mysql_async::OptsBuilder::default()
+                    .ip_or_hostname(host.to_owned())
+                    .tcp_port(port.parse().unwrap_or(3306))
+                    .user(Some(ds.user.clone()))
+                    .pass(Some(ds.password.clone()))
+                    .pool_opts(
+                        mysql_async::PoolOpts::default().with_constraints(
+                            mysql_async::PoolConstraints::new(0, connections.max(1))
+                                .unwrap_or_default(),
+                        ),
+                    );
+                mysql_async::Pool::new(opts)
+            })
+            .collect();
+        Self { pools }
+    }
+
+    /// A connection to datasource `ds`.
+    ///
+    /// # Errors
+    /// The datasource cannot be reached.
+    pub async fn conn(&self, ds: usize) -> Result<mysql_async::Conn, ScanError> {
+        self.pools[ds]
+            .get_conn()
+            .await
+            .map_err(|e| ScanError(format!("datasource #{ds}: {e}")))
+    }
+
+    /// What every shard (not only the scanned ones) and the index table hold for `ids`, by
+    /// point reads: the view a finding is checked against again.
+    ///
+    /// # Errors
+    /// A datasource cannot be reached or a table cannot be read.
+    pub async fn sightings_of(
+        &self,
+        config: &Config,
+        ids: &[u64],
+    ) -> Result<BTreeMap<u64, Sightings>, ScanError> {
+        let mut out: BTreeMap<u64, Sightings> =
+            ids.iter().map(|id| (*id, Sightings::empty(*id))).collect();
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        for ds in 0..config.datasources.len() {
+            let Some(sql) = point_reads_sql(config, ds, &list) else {
+                continue;
+            };
+            let mut conn = self.conn(ds).await?;
+            let rows: Vec<(u32, u32, u64, Option<String>)> = conn
+                .query(sql)
+                .await
+                .map_err(failed(&config.datasources[ds].name))?;
+            for (shard, table, id, channel) in rows {
+                let s = out.get_mut(&id).expect("only asked ids come back");
+                if table == 0 {
+                    s.orders.push(OrderRow { shard, channel });
+                } else {
+                    s.items.push(ItemRows {
+                        table: table as usize,
+                        shard,
+                    });
+                }
+            }
+        }
+        let index = &config.index;
+        let sql = format!(
+            "SELECT {}, {}, {} FROM {} WHERE {} IN ({list})",
+            quote_ident(&index.order_id_column),
+            quote_ident(&index.channel_column),
+            age_sql(config),
+            qualified(&index.database, &index.table),
+            quote_ident(&index.order_id_column),
+        );
+        let mut conn = self.conn(index.datasource.0 as usize).await?;
+        let rows: Vec<(u64, Option<String>, Option<i64>)> =
+            conn.query(sql).await.map_err(failed("index table"))?;
+        for (id, channel, age) in rows {
+            if let Some(s) = out.get_mut(&id) {
+                s.index = Some(IndexRow {
+                    channel,
+                    age: age_of(age),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The servers' row estimates (`information_schema.TABLES.TABLE_ROWS`) of the tables a
+    /// scan of `scope` reads, for a progress bar; 0 where unknown.
+    pub async fn estimated_rows(&self, config: &Config, scope: &Scope, tables: Tables) -> u64 {
+        let mut total = 0;
+        for ds in 0..config.datasources.len() {
+            let mut names = Vec::new();
+            for shard in scope.shards() {
+                let s = &config.sharding.shards[shard as usize];
+                if s.datasource.0 as usize != ds {
+                    continue;
+                }
+                let last = if tables.items { s.tables.len() } else { 1 };
+                for t in &s.tables[..last] {
+                    names.push(format!("('{}','{}')", s.database, t));
+                }
+            }
+            if config.index.datasource.0 as usize == ds {
+                names.push(format!(
+                    "('{}','{}')",
+                    config.index.database, config.index.table
+                ));
+            }
+            if names.is_empty() {
+                continue;
+            }
+            let sql = format!(
+                "SELECT CAST(COALESCE(SUM(TABLE_ROWS),0) AS UNSIGNED) FROM information_schema.TABLES WHERE (TABLE_SCHEMA, TABLE_NAME) IN ({})",
+                names.join(",")
+            );
+            if let Ok(mut conn) = self.conn(ds).await {
+                total += conn
+                    .query_first::<u64, _>(sql)
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0);
+            }
+        }
+        total
+    }
+
+    /// Closes every pool.
+    pub async fn disconnect(self) {
+        for pool in self.pools {
+            let _ = pool.disconnect().await;
+        }
+    }
+}
+
+/// One query per datasource reading every physical table of every binding table for the
+/// ids in `list`: rows of `(shard, binding table index, order_id, channel or NULL)`.
+fn point_reads_sql(config: &Config, ds: usize, list: &str) -> Option<String> {
+    let key = quote_ident(&config.sharding.shard_key);
+    let channel = quote_ident(&config.sharding.channel_column);
+    let mut parts = Vec::new();
+    for (n, shard) in config.sharding.shards.iter().enumerate() {
+        if shard.datasource.0 as usize != ds {
+            continue;
+        }
+        for (t, table) in shard.tables.iter().enumerate() {
+            let from = qualified(&shard.database, table);
+            parts.push(if t == 0 {
+                format!("(SELECT {n}, 0, {key}, {channel} FROM {from} WHERE {key} IN ({list}))")
+            } else {
+                format!(
+                    "(SELECT DISTINCT {n}, {t}, {key}, NULL FROM {from} WHERE {key} IN ({list}))"
+                )
+            });
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join(" UNION ALL "))
+}
+
+fn age_sql(config: &Config) -> String {
+    match &config.index.created_at_column {
+        Some(c) => format!(
+            "CAST(TIMESTAMPDIFF(MICROSECOND, {}, NOW(6)) AS SIGNED)",
+            quote_ident(c)
+        ),
+        None => "CAST(NULL AS SIGNED)".to_owned(),
+    }
+}
+
+fn age_of(micros: Option<i64>) -> Option<Duration> {
+    micros.map(|m| Duration::from_micros(m.max(0) as u64))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Orders { shard: u32 },
+    Items { table: usize, shard: u32 },
+    Index,
+}
+
+/// One keyset-paged scan: `WHERE key > last ORDER BY key LIMIT page`.
+struct Stream {
+    source: Source,
+    datasource: usize,
+    sql: String,
+    label: String,
+    after: u64,
+    buffer: VecDeque<(u64, Option<String>, Option<i64>)>,
+    done: bool,
+}
+
+impl Stream {
+    async fn fill(&mut self, sources: &Sources, page: usize) -> Result<u64, ScanError> {
+        let mut conn = sources.conn(self.datasource).await?;
+        let rows: Vec<(u64, Option<String>, Option<i64>)> = conn
+            .exec(&self.sql, (self.after, page as u64))
+            .await
+            .map_err(failed(&self.label))?;
+        self.done = rows.len() < page;
+        if let Some(last) = rows.last() {
+            self.after = last.0;
+        }
+        let n = rows.len() as u64;
+        self.buffer.extend(rows);
+        Ok(n)
+    }
+
+    fn head(&self) -> Option<u64> {
+        self.buffer.front().map(|r| r.0)
+    }
+}
+
+/// The scans of a run merged by order id: yields each id once, with all its sightings.
+pub struct MergedScan {
+    streams: Vec<Stream>,
+    page: usize,
+    rows_read: u64,
+}
+
+impl MergedScan {
+    /// Scans of the order table (and, with `tables.items`, the other binding tables) on
+    /// every shard of `scope`, and of the index table, from ids above `after`; `page` rows
+    /// per read.
+    pub fn new(config: &Config, scope: &Scope, tables: Tables, after: u64, page: usize) -> Self {
+        let key = quote_ident(&config.sharding.shard_key);
+        let channel = quote_ident(&config.sharding.channel_column);
+        let mut streams = Vec::new();
+        let mut push = |source, datasource: usize, sql: String, label: String| {
+            streams.push(Stream {
+                source,
+                datasource,
+                sql,
+                label,
+                after,
+                buffer: VecDeque::new(),
+                done: false,
+            })
+        };
+        for n in scope.shards() {
+            let shard = &config.sharding.shards[n as usize];
+            let last = if tables.items { shard.tables.len() } else { 1 };
+            for (t, table) in shard.tables[..last].iter().enumerate() {
+                let from = qualified(&shard.database, table);
+                let (source, sql) = if t == 0 {
+                    (
+                        Source::Orders { shard: n },
+                        format!(
+                            "SELECT {key}, {channel}, CAST(NULL AS SIGNED) FROM {from} WHERE {key} > ? ORDER BY {key} LIMIT ?"
+                        ),
+                    )
+                } else {
+                    (
+                        Source::Items { table: t, shard: n },
+                        format!(
+                            "SELECT DISTINCT {key}, CAST(NULL AS CHAR), CAST(NULL AS SIGNED) FROM {from} WHERE {key} > ? ORDER BY {key} LIMIT ?"
+                        ),
+                    )
+                };
+                push(
+                    source,
+                    shard.datasource.0 as usize,
+                    sql,
+                    format!("{from} (shard {n})"),
+                );
+            }
+        }
+        let index = &config.index;
+        let id = quote_ident(&index.order_id_column);
+        let from = qualified(&index.database, &index.table);
+        push(
+            Source::Index,
+            index.datasource.0 as usize,
+            format!(
+                "SELECT {id}, {}, {} FROM {from} WHERE {id} > ? ORDER BY {id} LIMIT ?",
+                quote_ident(&index.channel_column),
+                age_sql(config)
+            ),
+            format!("index table {from}"),
+        );
+        Self {
+            streams,
+            page: page.max(1),
+            rows_read: 0,
+        }
+    }
+
+    /// Rows read so far, over every scanned table.
+    pub fn rows_read(&self) -> u64 {
+        self.rows_read
+    }
+
+    /// The next order id (ascending) with everything the scanned tables hold for it; `None`
+    /// when every scan is done. Empty pages are refilled together, concurrently.
+    ///
+    /// # Errors
+    /// A table could not be read.
+    pub async fn next(&mut self, sources: &Sources) -> Result<Option<Sightings>, ScanError> {
+        let page = self.page;
+        let refills = self
+            .streams
+            .iter_mut()
+            .filter(|s| s.buffer.is_empty() && !s.done)
+            .map(|s| s.fill(sources, page));
+        self.rows_read += try_join_all(refills).await?.into_iter().sum::<u64>();
+        let Some(id) = self.streams.iter().filter_map(Stream::head).min() else {
+            return Ok(None);
+        };
+        let mut s = Sightings::empty(id);
+        for stream in &mut self.streams {
+            if stream.head() != Some(id) {
+                continue;
+            }
+            let (_, channel, age) = stream.buffer.pop_front().expect("head checked");
+            match stream.source {
+                Source::Orders { shard } => s.orders.push(OrderRow { shard, channel }),
+                Source::Items { table, shard } => s.items.push(ItemRows { table, shard }),
+                Source::Index => {
+                    s.index = Some(IndexRow {
+                        channel,
+                        age: age_of(age),
+                    })
+                }
+            }
+        }
+        Ok(Some(s))
+    }
+}
