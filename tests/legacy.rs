@@ -10,9 +10,11 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::redis_server::RedisServer;
 use common::*;
 use mysql_async::prelude::*;
 use routekey_proxy::config::Config;
+use routekey_proxy::route::shared_cache::shared_key;
 
 const BIN: &str = env!("CARGO_BIN_EXE_routekey-proxy");
 
@@ -28,6 +30,11 @@ impl Fixture {
     /// Creates `rk_legacy_<tag>` (every shard's tables, on the shard's server) and
     /// `rk_legacy_meta_<tag>` (the index table, on ds0), empty.
     async fn new(tag: &str) -> Self {
+        Self::with_cache(tag, "").await
+    }
+
+    /// As [`Fixture::new`], with `cache` lines added to the `[cache]` table.
+    async fn with_cache(tag: &str, cache: &str) -> Self {
         check_sandbox().await;
         let physical = format!("rk_legacy_{tag}");
         let meta = format!("rk_legacy_meta_{tag}");
@@ -35,7 +42,8 @@ impl Fixture {
             .replace("\"order_shards\"", &format!("\"{physical}\""))
             .replace("\"order_meta\"", &format!("\"{meta}\""))
             .replace("127.0.0.1:33061", &format!("127.0.0.1:{}", sandbox_port(0)))
-            .replace("127.0.0.1:33062", &format!("127.0.0.1:{}", sandbox_port(1)));
+            .replace("127.0.0.1:33062", &format!("127.0.0.1:{}", sandbox_port(1)))
+            .replace("[cache]\n", &format!("[cache]\n{cache}\n"));
         let path =
             std::env::temp_dir().join(format!("rk-legacy-{tag}-{}.toml", std::process::id()));
         std::fs::write(&path, &text).unwrap();
@@ -472,6 +480,33 @@ async fn backfill_interrupted_and_resumed_writes_each_row_once_at_the_rate_asked
     assert!(
         (160.0..=240.0).contains(&rate),
         "scanned at {rate} rows/s, asked 200: {stdout}"
+    );
+    f.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_and_prune_delete_the_shared_cache_keys_of_the_ids_they_change() {
+    let redis = RedisServer::start().await;
+    let f = Fixture::with_cache("redis", &format!("redis_url = \"{}\"", redis.url())).await;
+    let cn = "CN_CHANNEL";
+    let missing = fresh_legacy_id();
+    f.order(expected_shard(cn, missing), missing, cn).await;
+    let dangling = fresh_legacy_id();
+    f.index(dangling, cn, 7200).await;
+    let untouched = fresh_legacy_id();
+    f.order(expected_shard(cn, untouched), untouched, cn).await;
+    f.index(untouched, cn, 7200).await;
+    let version = f.config.sharding.shard_map_version;
+    for id in [missing, dangling, untouched] {
+        redis.set(&shared_key(version, id), cn).await;
+    }
+    let out = f.run(&["index", "backfill", "--prune-dangling"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(redis.get(&shared_key(version, missing)).await, None);
+    assert_eq!(redis.get(&shared_key(version, dangling)).await, None);
+    assert_eq!(
+        redis.get(&shared_key(version, untouched)).await.as_deref(),
+        Some(cn)
     );
     f.drop().await;
 }
