@@ -345,6 +345,24 @@ async fn a_clean_scan_exits_0_and_an_unreachable_datasource_exits_2() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("scan complete"));
     let out = f.run(&["index", "backfill", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Order id 0 is read too (the first page has no lower bound), with any page size.
+    f.order(0, 0, "EU_CHANNEL").await;
+    let report = std::env::temp_dir().join(format!("rk-verify0-{}.jsonl", std::process::id()));
+    for page in ["1", "3", "1000"] {
+        let args = [
+            "verify",
+            "--page",
+            page,
+            "--recheck-after",
+            "0s",
+            "--report",
+        ];
+        let out = f.run(&[&args[..], &[report.to_str().unwrap()]].concat());
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let want = [("missing_index".to_owned(), 0, Some(0))];
+        assert_eq!(report_lines(&report), want.into(), "page {page}");
+    }
+    let _ = std::fs::remove_file(report);
 
     let broken = std::fs::read_to_string(&f.path).unwrap().replace(
         &format!("127.0.0.1:{}", sandbox_port(1)),

@@ -69,8 +69,8 @@ pub struct BackfillOutcome {
     pub needs_person: u64,
     /// Redis keys that could not be deleted (they expire at `cache.ttl`).
     pub cache_errors: u64,
-    /// The order id the run resumed above (0 from the start).
-    pub resumed_after: u64,
+    /// The order id the run resumed above (`None` from the start).
+    pub resumed_after: Option<u64>,
     /// Why it stopped early, if it did (Ctrl-C included).
     pub error: Option<String>,
 }
@@ -128,11 +128,8 @@ impl BackfillOutcome {
                 self.cache_errors
             ));
         }
-        if self.resumed_after > 0 {
-            out.push_str(&format!(
-                "  resumed above order id {}\n",
-                self.resumed_after
-            ));
+        if let Some(after) = self.resumed_after {
+            out.push_str(&format!("  resumed above order id {after}\n"));
         }
         out
     }
@@ -301,7 +298,7 @@ impl Run<'_> {
                 tokio::time::sleep_until(due.into()).await;
             }
             self.repair(&checker, &s).await.map_err(|e| e.to_string())?;
-            self.checkpoint.after = s.order_id;
+            self.checkpoint.after = Some(s.order_id);
             if saved.elapsed() >= CHECKPOINT_EVERY {
                 self.save_checkpoint()?;
                 saved = Instant::now();

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct Checkpoint {
     /// The scope the run was started with (`--channel`/`--shard`); a resume must match.
     pub scope: String,
-    /// Every order id up to this one was handled (scans resume above it).
-    pub after: u64,
+    /// Every order id up to this one was handled (scans resume above it); `None` before
+    /// the first.
+    pub after: Option<u64>,
     /// Rows scanned, over every run so far.
     pub scanned: u64,
     /// Index rows written, over every run so far.
@@ -59,7 +60,7 @@ mod tests {
         assert_eq!(Checkpoint::load(&path).unwrap(), None);
         let c = Checkpoint {
             scope: "all shards".into(),
-            after: 42,
+            after: Some(42),
             scanned: 7,
             written: 3,
             pruned: 1,

@@ -277,9 +277,12 @@ enum Source {
 struct Stream {
     source: Source,
     datasource: usize,
+    /// The first page's statement (no lower bound: an id of 0 is read too) and the next
+    /// pages' (`key > ?`).
+    first_sql: String,
     sql: String,
     label: String,
-    after: u64,
+    after: Option<u64>,
     buffer: VecDeque<(u64, Option<String>, Option<i64>)>,
     done: bool,
 }
@@ -287,13 +290,14 @@ struct Stream {
 impl Stream {
     async fn fill(&mut self, sources: &Sources, page: usize) -> Result<u64, ScanError> {
         let mut conn = sources.conn(self.datasource).await?;
-        let rows: Vec<(u64, Option<String>, Option<i64>)> = conn
-            .exec(&self.sql, (self.after, page as u64))
-            .await
-            .map_err(failed(&self.label))?;
+        let rows: Vec<(u64, Option<String>, Option<i64>)> = match self.after {
+            Some(after) => conn.exec(&self.sql, (after, page as u64)).await,
+            None => conn.exec(&self.first_sql, (page as u64,)).await,
+        }
+        .map_err(failed(&self.label))?;
         self.done = rows.len() < page;
         if let Some(last) = rows.last() {
-            self.after = last.0;
+            self.after = Some(last.0);
         }
         let n = rows.len() as u64;
         self.buffer.extend(rows);
@@ -314,17 +318,25 @@ pub struct MergedScan {
 
 impl MergedScan {
     /// Scans of the order table (and, with `tables.items`, the other binding tables) on
-    /// every shard of `scope`, and of the index table, from ids above `after`; `page` rows
-    /// per read.
-    pub fn new(config: &Config, scope: &Scope, tables: Tables, after: u64, page: usize) -> Self {
+    /// every shard of `scope`, and of the index table, from ids above `after` (from the
+    /// first id when `None`); `page` rows per read.
+    pub fn new(
+        config: &Config,
+        scope: &Scope,
+        tables: Tables,
+        after: Option<u64>,
+        page: usize,
+    ) -> Self {
         let key = quote_ident(&config.sharding.shard_key);
         let channel = quote_ident(&config.sharding.channel_column);
         let mut streams = Vec::new();
-        let mut push = |source, datasource: usize, sql: String, label: String| {
+        // `select` reads the columns from the table; `key` orders and bounds the pages.
+        let mut push = |source, datasource: usize, select: String, key: &str, label: String| {
             streams.push(Stream {
                 source,
                 datasource,
-                sql,
+                first_sql: format!("{select} ORDER BY {key} LIMIT ?"),
+                sql: format!("{select} WHERE {key} > ? ORDER BY {key} LIMIT ?"),
                 label,
                 after,
                 buffer: VecDeque::new(),
@@ -339,15 +351,13 @@ impl MergedScan {
                 let (source, sql) = if t == 0 {
                     (
                         Source::Orders { shard: n },
-                        format!(
-                            "SELECT {key}, {channel}, CAST(NULL AS SIGNED) FROM {from} WHERE {key} > ? ORDER BY {key} LIMIT ?"
-                        ),
+                        format!("SELECT {key}, {channel}, CAST(NULL AS SIGNED) FROM {from}"),
                     )
                 } else {
                     (
                         Source::Items { table: t, shard: n },
                         format!(
-                            "SELECT DISTINCT {key}, CAST(NULL AS CHAR), CAST(NULL AS SIGNED) FROM {from} WHERE {key} > ? ORDER BY {key} LIMIT ?"
+                            "SELECT DISTINCT {key}, CAST(NULL AS CHAR), CAST(NULL AS SIGNED) FROM {from}"
                         ),
                     )
                 };
@@ -355,6 +365,7 @@ impl MergedScan {
                     source,
                     shard.datasource.0 as usize,
                     sql,
+                    &key,
                     format!("{from} (shard {n})"),
                 );
             }
@@ -366,10 +377,11 @@ impl MergedScan {
             Source::Index,
             index.datasource.0 as usize,
             format!(
-                "SELECT {id}, {}, {} FROM {from} WHERE {id} > ? ORDER BY {id} LIMIT ?",
+                "SELECT {id}, {}, {} FROM {from}",
                 quote_ident(&index.channel_column),
                 age_sql(config)
             ),
+            &id,
             format!("index table {from}"),
         );
         Self {

@@ -91,7 +91,7 @@ pub async fn verify(
     let sources = Sources::new(config, streams);
     let total = sources.estimated_rows(config, &options.scope, tables).await;
     let mut progress = Progress::new("verify", total, options.terminal);
-    let mut scan = MergedScan::new(config, &options.scope, tables, 0, options.page);
+    let mut scan = MergedScan::new(config, &options.scope, tables, None, options.page);
     let checker = Checker::new(config, now_unix_ms());
     let mut pending = Pending {
         first_seen: None,
