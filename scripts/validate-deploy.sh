@@ -64,7 +64,7 @@ ensure_promtool() {
     [[ "$(id -u)" == 0 ]] || die "promtool is missing and installing it (apt-get install prometheus) needs root"
     log "promtool not found; installing prometheus (apt-get)"
     local out
-    out="$( { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; } 2>&1 )" \
+    out="$( { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } 2>&1 )" \
         || { printf '%s\n' "$out" >&2; die "apt-get install prometheus failed"; }
     # The package starts a Prometheus service where a service manager runs; this script
     # only needs promtool.
