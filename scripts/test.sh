@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test of routekey-proxy on this machine: brings the MariaDB sandbox up (installing
 # MariaDB when missing), installs redis-server when missing (tests/redis.rs starts its own),
-# runs `cargo test` (unit tests and the in-process end-to-end tests),
+# runs `cargo test` (unit tests and the in-process end-to-end tests), the Prometheus test
+# (scripts/prometheus-test.sh: the Grafana dashboard's expressions against a real Prometheus
+# scraping a proxy under a known workload; installs prometheus with apt-get when missing),
 # then the real-client suites of tests/clients (mariadb CLI, PyMySQL, mysql-connector-python,
 # Connector/J with HikariCP, node mysql2, sysbench) against the proxy binary, validates
 # docker/ offline (scripts/validate-deploy.sh: hadolint, compose schema, kubernetes-validate,
-# dashboard JSON) and takes the sandbox down again. Exits non-zero on any failure.
+# dashboard JSON, promtool on docker/prometheus/) and takes the sandbox down again. Exits
+# non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -34,6 +37,9 @@ redis-server --version
 
 step "cargo test"
 cargo test --locked
+
+step "prometheus: every dashboard expression and alerting rule on a real Prometheus"
+scripts/prometheus-test.sh
 
 step "client tests"
 scripts/client-tests.sh

@@ -13,6 +13,9 @@
 #   - docker/grafana/*.json: valid JSON, every panel queries routekey_ metrics by their exact
 #     names, every metric of the proxy is shown
 #   - docker/config/*.toml and the TOML in docker/k8s/configmap.yaml parse
+#   - docker/prometheus/: `promtool check config` on prometheus.yml, `promtool check rules`
+#     on the rule files and `promtool test rules` on their unit tests (*test*.yml); promtool
+#     comes from Debian's prometheus package, installed with apt-get when missing
 #   - docker/initdb/ creates every physical table that docker/config/compose.toml maps
 #   - with ROUTEKEY_PROXY_BIN=path/to/routekey-proxy: `check-config docker/config/compose.toml`
 # Exits 1 when any check fails.
@@ -55,6 +58,35 @@ ensure_venv() {
     fi
 }
 
+# promtool (Debian: package prometheus); the only tool here that is not from PyPI.
+ensure_promtool() {
+    command -v promtool >/dev/null 2>&1 && return 0
+    [[ "$(id -u)" == 0 ]] || die "promtool is missing and installing it (apt-get install prometheus) needs root"
+    log "promtool not found; installing prometheus (apt-get)"
+    local out
+    out="$( { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } 2>&1 )" \
+        || { printf '%s\n' "$out" >&2; die "apt-get install prometheus failed"; }
+    # The package starts a Prometheus service where a service manager runs; this script
+    # only needs promtool.
+    command -v promtool >/dev/null 2>&1 || die "promtool still missing after apt-get install prometheus"
+}
+
+# Rule files and their unit tests (named *test*.yml), beside prometheus.yml.
+rule_files() { find docker/prometheus -maxdepth 1 -name '*.yml' ! -name 'prometheus.yml' ! -name '*test*' | sort; }
+rule_tests() { find docker/prometheus -maxdepth 1 -name '*test*.yml' | sort; }
+promtool_rules() {
+    local files
+    mapfile -t files < <(rule_files)
+    (( ${#files[@]} > 0 )) || { echo "no rule files in docker/prometheus"; return 1; }
+    promtool check rules "${files[@]}"
+}
+promtool_tests() {
+    local files
+    mapfile -t files < <(rule_tests)
+    (( ${#files[@]} > 0 )) || { echo "no rule tests (*test*.yml) in docker/prometheus"; return 1; }
+    promtool test rules "${files[@]}"
+}
+
 # ---- checks -------------------------------------------------------------------------------
 PASSED=0
 FAILED=0
@@ -88,6 +120,8 @@ COUNTERS_GAUGES = {
     "routekey_ids_issued_without_region_total", "routekey_id_clock_step_backs_total",
     "routekey_worker_lease", "routekey_cache_redis_requests_total",
     "routekey_config_reloads_total", "routekey_build_info", "routekey_draining",
+    "routekey_pool_size", "routekey_pool_waits_total", "routekey_pool_checkout_timeouts_total",
+    "routekey_pool_connect_errors_total", "routekey_datasource_up",
 }
 HISTOGRAMS = {
     "routekey_index_lookup_duration_seconds", "routekey_statement_duration_seconds",
@@ -240,6 +274,7 @@ PY
 
 main() {
     ensure_venv
+    ensure_promtool
     local newest
     newest="$(py -c 'from kubernetes_validate.utils import latest_version; print(latest_version())')"
 
@@ -254,6 +289,10 @@ main() {
     check "grafana dashboards: docker/grafana/*.json" check_dashboards
     check "toml: docker/config/*.toml, docker/k8s/configmap.yaml" check_toml
     check "initdb tables and accounts match docker/config/compose.toml" check_initdb
+    check "promtool check config docker/prometheus/prometheus.yml" \
+        promtool check config docker/prometheus/prometheus.yml
+    check "promtool check rules docker/prometheus/" promtool_rules
+    check "promtool test rules docker/prometheus/*test*.yml" promtool_tests
     if [[ -n "${ROUTEKEY_PROXY_BIN:-}" ]]; then
         check "routekey-proxy check-config docker/config/compose.toml" \
             "$ROUTEKEY_PROXY_BIN" check-config docker/config/compose.toml

@@ -123,9 +123,32 @@ async fn metrics_count_each_resolution_layer_exactly_and_parse_as_prometheus_tex
     assert!(
         get(
             &after,
-            "routekey_pool_connections{datasource=\"ds0\",state=\"idle\"}"
+            "routekey_pool_connections{datasource=\"ds0\",pool=\"main\",state=\"idle\"}"
         ) >= 1.0
     );
+    // What the pool alerts need: sizes, waits, connect errors, datasources up.
+    for ds in ["ds0", "ds1"] {
+        for pool in ["main", "found_rows"] {
+            let labels = format!("{{datasource=\"{ds}\",pool=\"{pool}\"}}");
+            assert_eq!(get(&after, &format!("routekey_pool_size{labels}")), 32.0);
+            // A checkout that opens a connection counts as a wait (bb8), so waits only exist.
+            assert!(after.contains_key(&format!("routekey_pool_waits_total{labels}")));
+            for m in [
+                "routekey_pool_checkout_timeouts_total",
+                "routekey_pool_connect_errors_total",
+            ] {
+                assert!(after.contains_key(&format!("{m}{labels}")), "{m}{labels}");
+                assert_eq!(get(&after, &format!("{m}{labels}")), 0.0, "{m}{labels}");
+            }
+        }
+        assert_eq!(
+            get(
+                &after,
+                &format!("routekey_datasource_up{{datasource=\"{ds}\"}}")
+            ),
+            1.0
+        );
+    }
     assert!(
         get(
             &after,
@@ -689,5 +712,24 @@ async fn show_routekey_shards_and_pools_describe_the_map_and_a_datasource_that_i
     assert!(ds1.8 >= 1, "ds1 counted its connect errors: {ds1:?}");
     assert!(!ds1.9.is_empty(), "{ds1:?}");
     assert_eq!(pools.len(), 2 * config.datasources.len(), "{pools:?}");
+
+    // The same on /metrics, for the alerts (docker/prometheus/alerts.yml).
+    let m = scrape(&h).await;
+    assert_eq!(get(&m, "routekey_datasource_up{datasource=\"ds0\"}"), 1.0);
+    assert_eq!(get(&m, "routekey_datasource_up{datasource=\"ds1\"}"), 0.0);
+    assert!(m.contains_key("routekey_datasource_up{datasource=\"ds1\"}"));
+    assert!(
+        get(
+            &m,
+            "routekey_pool_connect_errors_total{datasource=\"ds1\",pool=\"main\"}"
+        ) >= 1.0
+    );
+    assert!(
+        get(
+            &m,
+            "routekey_backend_errors_total{code=\"unavailable\",datasource=\"ds1\"}"
+        ) >= 1.0,
+        "{m:?}"
+    );
     h.stop().await;
 }

@@ -110,34 +110,75 @@ fn routes(r: &mut Registry, rt: &Runtime) {
     }
 }
 
-/// Backend connections per datasource and pool checkout waits.
+/// Backend connections, sizes, checkout waits and connect errors per datasource and pool
+/// (`main`, `found_rows`), and whether each datasource is up: what the pool alerts of
+/// `docker/prometheus/alerts.yml` need.
 fn pools(r: &mut Registry, rt: &Runtime) {
-    let pools = Family::<Vec<(&'static str, String)>, Gauge>::default();
-    let mut totals: Vec<(String, i64, i64)> = Vec::new();
-    for (name, _, open, idle) in rt.pools.state() {
-        match totals.iter_mut().find(|t| t.0 == name) {
-            Some(t) => {
-                t.1 += i64::from(open);
-                t.2 += i64::from(idle);
-            }
-            None => totals.push((name, i64::from(open), i64::from(idle))),
+    let report = rt.pools.report();
+    let gauges = || Family::<Vec<(&'static str, String)>, Gauge>::default();
+    let counters = || Family::<Vec<(&'static str, String)>, Counter>::default();
+    let (connections, size) = (gauges(), gauges());
+    let (waits, timeouts, connect_errors) = (counters(), counters(), counters());
+    let up = gauges();
+    for p in &report {
+        let labels = vec![
+            ("datasource", p.datasource.clone()),
+            ("pool", p.pool.to_owned()),
+        ];
+        let with_state = |state: &str| {
+            let mut l = labels.clone();
+            l.push(("state", state.to_owned()));
+            l
+        };
+        connections
+            .get_or_create(&with_state("idle"))
+            .set(i64::from(p.idle));
+        connections
+            .get_or_create(&with_state("in_use"))
+            .set(i64::from(p.open.saturating_sub(p.idle)));
+        size.get_or_create(&labels).set(i64::from(p.size));
+        waits.get_or_create(&labels).inc_by(p.waits);
+        timeouts.get_or_create(&labels).inc_by(p.timeouts);
+        connect_errors
+            .get_or_create(&labels)
+            .inc_by(p.connect_errors);
+        if p.pool == "main" {
+            // As SHOW ROUTEKEY SHARDS says it: down when the main pool has no connection
+            // and its last connect attempt failed; a pool never used yet counts as up.
+            let down = p.open == 0 && !p.last_error.is_empty();
+            up.get_or_create(&vec![("datasource", p.datasource.clone())])
+                .set(i64::from(!down));
         }
-    }
-    for (name, open, idle) in totals {
-        pools
-            .get_or_create(&vec![
-                ("datasource", name.clone()),
-                ("state", "idle".into()),
-            ])
-            .set(idle);
-        pools
-            .get_or_create(&vec![("datasource", name), ("state", "in_use".into())])
-            .set(open - idle);
     }
     r.register(
         "pool_connections",
-        "Backend connections per datasource, by state",
-        pools,
+        "Backend connections per datasource and pool (main, found_rows), by state (idle, in_use)",
+        connections,
+    );
+    r.register(
+        "pool_size",
+        "Connections a pool may open (the datasource's pool_size), per datasource and pool",
+        size,
+    );
+    r.register(
+        "pool_waits",
+        "Checkouts that waited for a connection (timeouts included), per datasource and pool; a reloaded pool starts again at 0",
+        waits,
+    );
+    r.register(
+        "pool_checkout_timeouts",
+        "Checkouts that gave up after the datasource's checkout_timeout, per datasource and pool",
+        timeouts,
+    );
+    r.register(
+        "pool_connect_errors",
+        "Failed connection attempts to a datasource, per datasource and pool",
+        connect_errors,
+    );
+    r.register(
+        "datasource_up",
+        "1 when the datasource is usable, 0 when its main pool has no connection and its last connect attempt failed",
+        up,
     );
     r.register_with_unit(
         "pool_wait_duration",
@@ -195,14 +236,14 @@ fn issuance(r: &mut Registry, proxy: &Proxy, rt: &Runtime) {
     );
     let lease = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
     let state = proxy.issuer.lease_state();
-    for s in ["held", "none", "refused"] {
+    for s in ["held", "none", "refused", "failed"] {
         lease
             .get_or_create(&vec![("state", s)])
             .set(i64::from(s == state));
     }
     r.register(
         "worker_lease",
-        "The worker id lease: 1 for the current state (held, none: not taken yet or lost, refused: every worker id is leased)",
+        "The worker id lease: 1 for the current state (held; none: not taken yet or lost; refused: every worker id is leased; failed: the lease table could not be reached)",
         lease,
     );
     r.register(

@@ -251,14 +251,17 @@ impl Issuer {
     }
 
     /// The worker id lease's state for `/metrics`: `held` (usable now), `refused` (the last
-    /// attempt found every worker id leased) or `none` (not taken yet, released or lost).
+    /// attempt found every worker id leased), `failed` (the last attempt failed otherwise:
+    /// the lease table unreachable) or `none` (not taken yet, released or lost). Both
+    /// `refused` and `failed` mean no id can be issued now (the `RoutekeyNoWorkerLease` alert).
     pub fn lease_state(&self) -> &'static str {
         if self.worker().is_some() {
             return "held";
         }
         match &*self.failed.lock().unwrap_or_else(|e| e.into_inner()) {
             Some((_, LeaseError::Full(_))) => "refused",
-            _ => "none",
+            Some(_) => "failed",
+            None => "none",
         }
     }
 

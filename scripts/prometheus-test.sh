@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# The Grafana dashboard and the alerting rules proven on a real Prometheus (run by
+# scripts/test.sh after `cargo test`; needs the sandbox up: scripts/sandbox.sh up).
+#
+#   scripts/prometheus-test.sh
+#
+# Starts, each with its own ports and its output in a file under a temporary folder:
+#   - redis-server (the shared cache tier; installed with apt-get when missing),
+#   - the proxy (target/debug/routekey-proxy, built when missing) with the sandbox's demo
+#     configuration and that Redis, and a peer proxy sharing the Redis (not scraped),
+#   - Prometheus (Debian's prometheus package, installed with apt-get when missing) with its
+#     own data folder, scraping the proxy's admin port every second and evaluating
+#     docker/prometheus/alerts.yml;
+# then runs tests/prometheus/check.py (PyMySQL in the sandbox's virtualenv): a fixed mixed
+# workload, then every expression of docker/grafana/routekey-proxy.json evaluated by
+# Prometheus and compared with tests/prometheus/expectations.json. Everything it started is
+# stopped on exit. Exits non-zero when a check fails.
+#
+# Environment: ROUTEKEY_SANDBOX_DIR, ROUTEKEY_DS0_PORT, ROUTEKEY_DS1_PORT (as sandbox.sh);
+# ROUTEKEY_PROMTEST_PORT (default 33570): the first of six ports (proxy, its admin port,
+# peer, its admin port, Prometheus, Redis); ROUTEKEY_PROXY_BIN (default
+# target/debug/routekey-proxy); ROUTEKEY_PROMTEST_KEEP=1 keeps the temporary folder.
+set -euo pipefail
+
+REPO="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "$REPO"
+SANDBOX_DIR="${ROUTEKEY_SANDBOX_DIR:-$REPO/.sandbox}"
+case "$SANDBOX_DIR" in /*) ;; *) SANDBOX_DIR="$REPO/$SANDBOX_DIR" ;; esac
+BASE="${ROUTEKEY_PROMTEST_PORT:-33570}"
+PROXY_PORT=$BASE ADMIN_PORT=$((BASE + 1)) PEER_PORT=$((BASE + 2)) PEER_ADMIN_PORT=$((BASE + 3))
+PROM_PORT=$((BASE + 4)) REDIS_PORT=$((BASE + 5))
+PROXY_BIN="${ROUTEKEY_PROXY_BIN:-target/debug/routekey-proxy}"
+VENV="$SANDBOX_DIR/venv"
+START_TIMEOUT=60
+
+log() { printf 'prometheus-test: %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+started=$SECONDS
+
+# ---- tools --------------------------------------------------------------------------------
+apt_install() { # apt_install COMMAND PACKAGE
+    command -v "$1" >/dev/null 2>&1 && return 0
+    [[ "$(id -u)" == 0 ]] || die "$1 is missing and installing $2 needs root"
+    log "$1 not found; installing $2 (apt-get)"
+    local out
+    out="$( { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2"; } 2>&1 )" \
+        || { printf '%s\n' "$out" >&2; die "apt-get install $2 failed"; }
+    command -v "$1" >/dev/null 2>&1 || die "$1 still missing after apt-get install $2"
+}
+apt_install prometheus prometheus
+apt_install redis-server redis-server
+scripts/sandbox.sh status >/dev/null 2>&1 || die "the sandbox is not running (scripts/sandbox.sh up)"
+[[ -f "$SANDBOX_DIR/seed-summary.json" ]] || die "no $SANDBOX_DIR/seed-summary.json (scripts/sandbox.sh up seeds it)"
+if [[ ! -x "$PROXY_BIN" ]]; then
+    log "building $PROXY_BIN (cargo build --locked)"
+    cargo build --locked >&2
+fi
+# PyMySQL in the sandbox's virtualenv, as scripts/client-tests.sh makes it.
+if ! { [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c 'import pymysql' 2>/dev/null; }; then
+    if ! [[ -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+        rm -rf -- "$VENV"
+        if ! python3 -m venv "$VENV" >&2; then
+            rm -rf -- "$VENV"
+            apt_install_venv() {
+                [[ "$(id -u)" == 0 ]] || die "python3 -m venv failed and installing python3-venv needs root"
+                apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
+            }
+            apt_install_venv
+            python3 -m venv "$VENV" >&2 || die "python3 -m venv $VENV failed"
+        fi
+    fi
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/clients/requirements.txt >&2 \
+        || die "pip install -r tests/clients/requirements.txt failed"
+fi
+
+# ---- processes ----------------------------------------------------------------------------
+WORK="$(mktemp -d /tmp/routekey-promtest.XXXXXX)"
+PIDS=()
+cleanup() {
+    local rc=$? pid
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    if (( rc != 0 )); then
+        for f in "$WORK"/*.log; do
+            [[ -f "$f" ]] || continue
+            log "last lines of $f:"
+            tail -n 20 "$f" >&2 || true
+        done
+    fi
+    if [[ "${ROUTEKEY_PROMTEST_KEEP:-}" == 1 ]]; then
+        log "kept $WORK"
+    else
+        rm -rf -- "$WORK"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+spawn() { # spawn LOG COMMAND... -- in the background, stdin and stdout off the caller's
+    local out="$1"
+    shift
+    (
+        for fdpath in /proc/self/fd/*; do
+            fd="${fdpath##*/}"
+            if [[ "$fd" =~ ^[0-9]+$ ]] && (( fd > 2 )); then exec {fd}>&-; fi
+        done
+        NO_COLOR=1 exec "$@"
+    ) </dev/null >>"$out" 2>&1 &
+    PIDS+=("$!")
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { # wait_port PORT NAME LOG
+    local deadline=$(( SECONDS + START_TIMEOUT ))
+    until port_open "$1"; do
+        (( SECONDS < deadline )) || die "$2 does not listen on port $1 after ${START_TIMEOUT}s (log: $3)"
+        kill -0 "${PIDS[-1]}" 2>/dev/null || die "$2 exited (log: $3)"
+        sleep 0.1
+    done
+}
+
+spawn "$WORK/redis.log" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' \
+    --appendonly no --dir "$WORK"
+wait_port "$REDIS_PORT" redis-server "$WORK/redis.log"
+
+# The demo configuration on the sandbox's ports, with the Redis tier (a generous timeout:
+# a slow Redis call would be skipped and counted, not what this test measures).
+DEMO_CONFIG="$(scripts/demo-config.sh)"
+CONFIG="$WORK/routekey.toml"
+sed -e "/^\[cache\]/a redis_url = \"redis://127.0.0.1:$REDIS_PORT/0\"\nredis_timeout = \"5s\"" \
+    "$DEMO_CONFIG" >"$CONFIG"
+grep -q "^redis_url" "$CONFIG" || die "could not add the Redis tier to $CONFIG"
+
+spawn "$WORK/proxy.log" "$PROXY_BIN" --config "$CONFIG" \
+    --listen "127.0.0.1:$PROXY_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT"
+wait_port "$PROXY_PORT" "the proxy" "$WORK/proxy.log"
+wait_port "$ADMIN_PORT" "the proxy's admin port" "$WORK/proxy.log"
+spawn "$WORK/peer.log" "$PROXY_BIN" --config "$CONFIG" \
+    --listen "127.0.0.1:$PEER_PORT" --admin-listen "127.0.0.1:$PEER_ADMIN_PORT"
+wait_port "$PEER_PORT" "the peer proxy" "$WORK/peer.log"
+
+cat >"$WORK/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $REPO/docker/prometheus/alerts.yml
+scrape_configs:
+  - job_name: routekey-proxy
+    static_configs:
+      - targets: ["127.0.0.1:$ADMIN_PORT"]
+EOF
+spawn "$WORK/prometheus.log" prometheus --config.file="$WORK/prometheus.yml" \
+    --storage.tsdb.path="$WORK/data" --web.listen-address="127.0.0.1:$PROM_PORT" \
+    --web.console.templates="$WORK" --web.console.libraries="$WORK"
+wait_port "$PROM_PORT" Prometheus "$WORK/prometheus.log"
+log "redis :$REDIS_PORT, proxy :$PROXY_PORT (admin :$ADMIN_PORT), peer :$PEER_PORT, prometheus :$PROM_PORT; logs in $WORK"
+
+rc=0
+PROMTEST_PROXY="127.0.0.1:$PROXY_PORT" PROMTEST_ADMIN="127.0.0.1:$ADMIN_PORT" \
+PROMTEST_PEER="127.0.0.1:$PEER_PORT" \
+PROMTEST_PROMETHEUS="127.0.0.1:$PROM_PORT" PROMTEST_REDIS_PORT="$REDIS_PORT" \
+PROMTEST_SEED="$SANDBOX_DIR/seed-summary.json" PROMTEST_CONFIG="$CONFIG" PYTHONDONTWRITEBYTECODE=1 \
+    "$VENV/bin/python" tests/prometheus/check.py </dev/null || rc=$?
+for i in "${!PIDS[@]}"; do
+    kill -0 "${PIDS[$i]}" 2>/dev/null || { log "a process it started exited early (see the logs)"; rc=1; }
+done
+(( rc == 0 )) || die "FAILED after $(( SECONDS - started ))s"
+log "passed in $(( SECONDS - started ))s"
