@@ -29,6 +29,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::config::Config;
+use crate::sql::quote_ident;
 
 /// Which shards a run reads: all of them, or those `--channel` and `--shard` leave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,10 +112,6 @@ pub type StopFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
 
 fn stopped(flag: &StopFlag) -> bool {
     flag.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
 }
 
 fn qualified(database: &str, table: &str) -> String {

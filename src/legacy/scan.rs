@@ -10,6 +10,7 @@ use mysql_async::prelude::Queryable;
 
 use super::{Scope, qualified, quote_ident};
 use crate::config::Config;
+use crate::route::index::control_opts;
 
 /// A scan or a lookup could not be done (the run cannot finish: exit status 2).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -89,21 +90,7 @@ impl Sources {
         let pools = config
             .datasources
             .iter()
-            .map(|ds| {
-                let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
-                let opts = mysql_async::OptsBuilder::default()
-                    .ip_or_hostname(host.to_owned())
-                    .tcp_port(port.parse().unwrap_or(3306))
-                    .user(Some(ds.user.clone()))
-                    .pass(Some(ds.password.clone()))
-                    .pool_opts(
-                        mysql_async::PoolOpts::default().with_constraints(
-                            mysql_async::PoolConstraints::new(0, connections.max(1))
-                                .unwrap_or_default(),
-                        ),
-                    );
-                mysql_async::Pool::new(opts)
-            })
+            .map(|ds| mysql_async::Pool::new(control_opts(ds, connections)))
             .collect();
         Self { pools }
     }

@@ -20,10 +20,7 @@ use crate::sql::lexer::{Token, TokenKind};
 pub use session_fns::SessionValues;
 pub use shard::{KeyEdits, row_segments, shard_edits, unsharded_edits};
 
-/// Quotes an identifier with backquotes.
-pub fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
+pub use crate::sql::quote_ident;
 
 /// A string literal that reads the same under any `sql_mode`.
 pub fn quote_string(value: &[u8]) -> Vec<u8> {

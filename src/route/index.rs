@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use thiserror::Error;
 
-use crate::config::{ChannelId, Config};
+use crate::config::{ChannelId, Config, Datasource};
+use crate::sql::quote_ident;
 
 /// The index table could not answer.
 #[derive(Debug, Clone, Error)]
@@ -43,8 +44,18 @@ pub struct MysqlIndexTable {
     timeout: Duration,
 }
 
-fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
+/// Connection options of the control path (mysql_async) to datasource `ds`, in a pool of
+/// at most `max_connections` connections opened on first use.
+pub fn control_opts(ds: &Datasource, max_connections: usize) -> mysql_async::OptsBuilder {
+    let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
+    mysql_async::OptsBuilder::default()
+        .ip_or_hostname(host.to_owned())
+        .tcp_port(port.parse().unwrap_or(3306))
+        .user(Some(ds.user.clone()))
+        .pass(Some(ds.password.clone()))
+        .pool_opts(mysql_async::PoolOpts::default().with_constraints(
+            mysql_async::PoolConstraints::new(0, max_connections.max(1)).unwrap_or_default(),
+        ))
 }
 
 /// An index table that cannot answer is a datasource the client cannot reach (1429).
@@ -59,18 +70,7 @@ impl MysqlIndexTable {
     pub fn new(config: &Config) -> Self {
         let index = &config.index;
         let ds = config.datasource(index.datasource);
-        let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(host.to_owned())
-            .tcp_port(port.parse().unwrap_or(3306))
-            .user(Some(ds.user.clone()))
-            .pass(Some(ds.password.clone()))
-            .pool_opts(
-                mysql_async::PoolOpts::default().with_constraints(
-                    mysql_async::PoolConstraints::new(0, ds.pool_size.max(1) as usize)
-                        .unwrap_or_default(),
-                ),
-            );
+        let opts = control_opts(ds, ds.pool_size as usize);
         let table = format!(
             "{}.{}",
             quote_ident(&index.database),

@@ -21,6 +21,11 @@ pub mod shape;
 
 use crate::config::TableId;
 
+/// Quotes an identifier with backquotes (a backquote inside is doubled).
+pub fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
 /// Inclusive range of token indices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TokSpan {
