@@ -417,7 +417,11 @@ impl<I: IndexTable> Planner<'_, I> {
                 )));
             };
             self.check_row_channel(i, row, id, channel)?;
-            if resolved.layer == Layer::Context {
+            // Every insert of an id that does not decode writes its index row first, also
+            // when the cache or the index answered: the row may have been pruned since as
+            // dangling (`index backfill --prune-dangling`), and writing it again marks it
+            // young, so a prune running now keeps it (SPEC §5, docs/legacy-ids.md).
+            if resolved.layer != Layer::Decode {
                 index_writes.push((id, channel));
             }
             let shard = self.config().shard_of(channel, id);

@@ -28,12 +28,35 @@ pub trait IndexTable: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<String>, IndexError>> + Send;
 
     /// Writes the row `order_id -> channel`, committed on its own. When a row exists
-    /// already, returns the channel it names (which may differ) and writes nothing.
+    /// already, returns the channel it names (which may differ); a row naming the same
+    /// channel has its creation time set to now (with `index.created_at_column`), one naming
+    /// another is left as it is.
     fn insert(
         &self,
         order_id: u64,
         channel: &str,
     ) -> impl Future<Output = Result<String, IndexError>> + Send;
+}
+
+/// The insert of an index row. With `index.created_at_column`, an existing row naming the
+/// same channel has its creation time set to now instead (one affected row means inserted):
+/// an insert relying on the row marks it young, so `index backfill --prune-dangling` keeps
+/// it for `--min-age` while the shard write is in flight.
+fn insert_sql(index: &crate::config::IndexTable, table: &str) -> String {
+    let (id, channel) = (
+        quote_ident(&index.order_id_column),
+        quote_ident(&index.channel_column),
+    );
+    let insert = format!("INSERT INTO {table} ({id}, {channel}) VALUES (?, ?)");
+    match &index.created_at_column {
+        Some(created) => {
+            let created = quote_ident(created);
+            format!(
+                "{insert} ON DUPLICATE KEY UPDATE {created} = IF({channel} = VALUES({channel}), NOW(6), {created})"
+            )
+        }
+        None => insert,
+    }
 }
 
 /// The index table on a MySQL server, through a small mysql_async pool.
@@ -83,11 +106,7 @@ impl MysqlIndexTable {
                 quote_ident(&index.channel_column),
                 quote_ident(&index.order_id_column)
             ),
-            insert_sql: format!(
-                "INSERT INTO {table} ({}, {}) VALUES (?, ?)",
-                quote_ident(&index.order_id_column),
-                quote_ident(&index.channel_column)
-            ),
+            insert_sql: insert_sql(index, &table),
             timeout: index.timeout,
         }
     }
@@ -127,11 +146,17 @@ impl IndexTable for MysqlIndexTable {
         let inserted = self
             .bounded("insert", async {
                 let mut conn = self.pool.get_conn().await?;
-                conn.exec_drop(&self.insert_sql, (order_id, channel)).await
+                conn.exec_drop(&self.insert_sql, (order_id, channel))
+                    .await
+                    .map(|()| conn.affected_rows())
             })
             .await;
         match inserted {
-            Ok(()) => Ok(channel.to_owned()),
+            Ok(1) => Ok(channel.to_owned()),
+            // Touched (or left alone when it names another channel): read what it says.
+            Ok(_) => self.lookup(order_id).await?.ok_or_else(|| {
+                IndexError(format!("row for {order_id} vanished after a duplicate key"))
+            }),
             Err(e) if e.0.contains("1062") || e.0.contains("Duplicate entry") => {
                 self.lookup(order_id).await?.ok_or_else(|| {
                     IndexError(format!("row for {order_id} vanished after a duplicate key"))
