@@ -111,6 +111,10 @@ struct ScanArgs {
     /// Rows per keyset-paged read.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     page: u32,
+    /// Give up (exit status 2) when a datasource takes longer than this to connect or to
+    /// answer one read or write.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    read_timeout: Duration,
 }
 
 fn main() -> ExitCode {
@@ -146,6 +150,7 @@ fn main() -> ExitCode {
                     report,
                     page: scan.page as usize,
                     recheck_after,
+                    read_timeout: scan.read_timeout,
                     terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 };
                 tools::run_verify(&c, &options)
@@ -164,9 +169,6 @@ fn main() -> ExitCode {
                 },
         } => {
             return exit_status(load(&cli.config).and_then(|c| {
-                if rows_per_second.is_some_and(|r| r.is_nan() || r <= 0.0) {
-                    return Err("--rows-per-second must be above 0".to_owned());
-                }
                 let options = legacy::backfill::BackfillOptions {
                     scope: legacy::Scope::new(&c, scan.channel.as_deref(), &scan.shard)?,
                     dry_run,
@@ -176,6 +178,7 @@ fn main() -> ExitCode {
                     min_age,
                     report,
                     page: scan.page as usize,
+                    read_timeout: scan.read_timeout,
                     terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 };
                 tools::run_backfill(&c, &options)

@@ -159,13 +159,13 @@ fn control_runtime() -> Result<tokio::runtime::Runtime, String> {
 
 /// A flag the first Ctrl-C (SIGINT) sets, so a run stops between two order ids; a second
 /// one ends the process at once (status 130).
-fn stop_on_ctrl_c() -> crate::legacy::StopFlag {
-    let stop = crate::legacy::StopFlag::default();
+fn stop_on_ctrl_c() -> std::sync::Arc<crate::legacy::Stop> {
+    let stop = std::sync::Arc::new(crate::legacy::Stop::default());
     let flag = stop.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("stopping after the current order id (Ctrl-C again to abort at once)");
-            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            flag.request();
         }
         if tokio::signal::ctrl_c().await.is_ok() {
             std::process::exit(130);

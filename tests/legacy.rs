@@ -186,7 +186,7 @@ fn report_lines(path: &std::path::Path) -> BTreeSet<(String, u64, Option<u64>)> 
             }
             (
                 v["kind"].as_str().unwrap().to_owned(),
-                v["order_id"].as_u64().unwrap(),
+                v["order_id"].as_str().unwrap().parse().unwrap(),
                 v["shard"].as_u64(),
             )
         })
@@ -285,14 +285,15 @@ async fn verify_finds_exactly_the_planted_faults_and_backfill_repairs_what_a_mac
     // The conflicting index row is left to a person (never overwritten): status 1.
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert_eq!(
-        summary_number(&out, "index rows wrote"),
+        summary_number(&out, "index rows written"),
         1,
         "{}",
         text(&out)
     );
     assert_eq!(summary_number(&out, "dangling pruned"), 1, "{}", text(&out));
     assert_eq!(summary_number(&out, "dangling kept"), 1, "{}", text(&out));
-    assert_eq!(summary_number(&out, "needs a person"), 1, "{}", text(&out));
+    // The conflicting index row and the duplicate.
+    assert_eq!(summary_number(&out, "needs a person"), 2, "{}", text(&out));
     assert_eq!(f.indexed(missing).await.as_deref(), Some(cn));
     assert_eq!(f.indexed(conflict).await.as_deref(), Some(eu));
     assert_eq!(f.indexed(old_dangling).await, None);
@@ -449,7 +450,7 @@ async fn backfill_interrupted_and_resumed_writes_each_row_once_at_the_rate_asked
         "{}",
         text(&first)
     );
-    let written_first = summary_number(&first, "index rows wrote");
+    let written_first = summary_number(&first, "index rows written");
     assert!(
         written_first > 0 && written_first < 300,
         "interrupted after {written_first} rows: {}",
@@ -460,7 +461,7 @@ async fn backfill_interrupted_and_resumed_writes_each_row_once_at_the_rate_asked
     let second = f.run(&["index", "backfill", "--checkpoint", ckpt]);
     assert_eq!(second.status.code(), Some(0), "{}", text(&second));
     assert_eq!(
-        summary_number(&second, "index rows wrote"),
+        summary_number(&second, "index rows written"),
         300 - written_first,
         "{}",
         text(&second)
@@ -475,13 +476,27 @@ async fn backfill_interrupted_and_resumed_writes_each_row_once_at_the_rate_asked
     for id in ids.iter().step_by(37) {
         assert!(f.indexed(*id).await.is_some());
     }
-    // A finished checkpoint resumes to nothing.
+    // A finished run's checkpoint is refused (it would scan nothing), and so is one of
+    // another run.
     let third = f.run(&["index", "backfill", "--checkpoint", ckpt]);
-    assert_eq!(
-        summary_number(&third, "index rows wrote"),
-        0,
+    assert_eq!(third.status.code(), Some(2), "{}", text(&third));
+    assert!(
+        String::from_utf8_lossy(&third.stderr).contains("finished"),
         "{}",
         text(&third)
+    );
+    let other = f.run(&[
+        "index",
+        "backfill",
+        "--prune-dangling",
+        "--checkpoint",
+        ckpt,
+    ]);
+    assert_eq!(other.status.code(), Some(2), "{}", text(&other));
+    assert!(
+        String::from_utf8_lossy(&other.stderr).contains("another run"),
+        "{}",
+        text(&other)
     );
     let _ = std::fs::remove_file(&checkpoint);
 
@@ -489,8 +504,9 @@ async fn backfill_interrupted_and_resumed_writes_each_row_once_at_the_rate_asked
     let out = f.run(&["index", "backfill", "--dry-run", "--rows-per-second", "200"]);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let rate: f64 = stdout
-        .split('(')
-        .nth(1)
+        .lines()
+        .find(|l| l.trim_start().starts_with("rows scanned"))
+        .and_then(|l| l.split('(').nth(1))
         .and_then(|s| s.split_whitespace().next())
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no rate in {stdout}"));

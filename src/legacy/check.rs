@@ -84,7 +84,9 @@ pub struct Finding {
     /// The shard holding the row in question; for a dangling index row, the shard its
     /// channel routes to (`None` when it names no known channel).
     pub shard: Option<u32>,
-    /// The order id.
+    /// The order id; a JSON string in reports (ids above 2^53 do not survive a JSON
+    /// number in many readers).
+    #[serde(serialize_with = "as_decimal_string")]
     pub order_id: u64,
     /// Why, in words: the channels and shards involved.
     pub detail: String,
@@ -115,7 +117,8 @@ pub enum Repair {
 pub struct Checker<'a> {
     config: &'a Config,
     decoder: RouteKeyDecoder,
-    now_unix_ms: u64,
+    /// A fixed "now" (tests), or `None`: the clock, read at each decode.
+    now_unix_ms: Option<u64>,
 }
 
 /// How an id is routed, if it is.
@@ -127,17 +130,33 @@ enum Route {
 }
 
 impl<'a> Checker<'a> {
-    /// The rules of `config`; `now_unix_ms` bounds the decode window as the router's does.
+    /// The rules of `config` at a fixed moment: `now_unix_ms` bounds the decode window as
+    /// the router's clock does.
     pub fn new(config: &'a Config, now_unix_ms: u64) -> Self {
         Self {
             config,
             decoder: RouteKeyDecoder::for_config(config),
-            now_unix_ms,
+            now_unix_ms: Some(now_unix_ms),
         }
     }
 
+    /// The rules of `config` with the clock read at each decode, as the router does: an id
+    /// issued while a run goes on decodes.
+    pub fn live(config: &'a Config) -> Self {
+        Self {
+            config,
+            decoder: RouteKeyDecoder::for_config(config),
+            now_unix_ms: None,
+        }
+    }
+
+    fn decodes(&self, id: u64) -> Option<ChannelId> {
+        let now = self.now_unix_ms.unwrap_or_else(now_unix_ms);
+        self.decoder.decode(id, now).ok()
+    }
+
     fn route(&self, s: &Sightings) -> Route {
-        if let Ok(ch) = self.decoder.decode(s.order_id, self.now_unix_ms) {
+        if let Some(ch) = self.decodes(s.order_id) {
             return Route::Decoded(ch);
         }
         match s.index.as_ref().and_then(|i| i.channel.as_deref()) {
@@ -338,18 +357,34 @@ impl<'a> Checker<'a> {
         Ok(ch)
     }
 
-    /// What `index backfill` may do for one id's sightings (a full view of every shard).
+    /// What `index backfill` may do for one id's sightings. Only a view of every shard
+    /// decides a write or a prune; a narrowed scan's view only proposes one.
     pub fn repair(&self, s: &Sightings) -> Repair {
-        let decodes = self.decoder.decode(s.order_id, self.now_unix_ms).is_ok();
+        let decodes = self.decodes(s.order_id).is_some();
         match (s.orders.as_slice(), &s.index) {
             ([], Some(_)) => Repair::PruneIndex,
             ([row], None) if !decodes => match self.backfill_channel(s.order_id, row) {
                 Ok(ch) => Repair::WriteIndex(ch),
                 Err(_) => Repair::NeedsPerson(self.missing_index(s.order_id, row)),
             },
+            ([_, _, ..], _) => {
+                let route = self.route(s);
+                Repair::NeedsPerson(self.duplicate(s, &s.orders, route))
+            }
             _ => Repair::None,
         }
     }
+}
+
+fn as_decimal_string<S: serde::Serializer>(id: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
+/// The current time in Unix milliseconds (the decode window's "now").
+pub(crate) fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn same_channel(config: &Config, a: Option<&str>, b: Option<&str>) -> bool {

@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 /// The state of a backfill run, saved between order ids.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
-    /// The scope the run was started with (`--channel`/`--shard`); a resume must match.
-    pub scope: String,
+    /// What the run does: its scope (`--channel`/`--shard`), its options and the tables it
+    /// reads and writes. A resume must do the same.
+    pub run: String,
+    /// The run reached the end of its scan: nothing is left to resume.
+    pub finished: bool,
     /// Every order id up to this one was handled (scans resume above it); `None` before
     /// the first.
     pub after: Option<u64>,
@@ -59,7 +62,8 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert_eq!(Checkpoint::load(&path).unwrap(), None);
         let c = Checkpoint {
-            scope: "all shards".into(),
+            run: "all shards".into(),
+            finished: false,
             after: Some(42),
             scanned: 7,
             written: 3,

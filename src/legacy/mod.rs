@@ -107,11 +107,42 @@ impl fmt::Display for Scope {
     }
 }
 
-/// Stops a run cleanly: set (by the Ctrl-C handler) and read between two order ids.
-pub type StopFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
+/// Asks a run to stop cleanly (the Ctrl-C handler does): it stops between two order ids,
+/// also while it waits for a datasource or for its rate limit.
+#[derive(Debug)]
+pub struct Stop(tokio::sync::watch::Sender<bool>);
 
-fn stopped(flag: &StopFlag) -> bool {
-    flag.load(std::sync::atomic::Ordering::Relaxed)
+impl Default for Stop {
+    fn default() -> Self {
+        Self(tokio::sync::watch::Sender::new(false))
+    }
+}
+
+impl Stop {
+    /// Asks the run to stop.
+    pub fn request(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn requested(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once a stop is asked for.
+    pub async fn wait(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+
+    /// Runs `f` unless a stop is asked for first (`None` then).
+    pub async fn unless<T>(&self, f: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            biased;
+            () = self.wait() => None,
+            v = f => Some(v),
+        }
+    }
 }
 
 fn qualified(database: &str, table: &str) -> String {

@@ -39,7 +39,7 @@ impl Report {
     }
 
     /// Adds one finding: one JSON object per line, with at least `kind`, `table`, `shard`,
-    /// `order_id` and `detail`.
+    /// `order_id` (a decimal string) and `detail`.
     ///
     /// # Errors
     /// The report file cannot be written.
@@ -135,7 +135,7 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["kind"], "wrong_shard");
-        assert_eq!(lines[1]["order_id"], 8);
+        assert_eq!(lines[1]["order_id"], "8");
         assert_eq!(lines[0]["shard"], 3);
         assert_eq!(r.total(), 2);
         assert!(r.summary().contains("wrong_shard                 2"));

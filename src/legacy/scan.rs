@@ -17,10 +17,6 @@ use crate::route::index::control_opts;
 #[error("{0}")]
 pub struct ScanError(pub String);
 
-fn failed(what: &str) -> impl Fn(mysql_async::Error) -> ScanError + '_ {
-    move |e| ScanError(format!("{what}: {e}"))
-}
-
 /// A row of the order table (the first binding table).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderRow {
@@ -78,32 +74,48 @@ pub struct Tables {
     pub items: bool,
 }
 
-/// Connections to the datasources (one small mysql_async pool each, the control path).
+/// Connections to the datasources (one small mysql_async pool each, the control path),
+/// every call bounded in time.
 pub struct Sources {
     pools: Vec<mysql_async::Pool>,
+    timeout: Duration,
 }
 
 impl Sources {
     /// Pools for every datasource of `config`, each of at most `connections` connections
-    /// (opened on first use).
-    pub fn new(config: &Config, connections: usize) -> Self {
+    /// (opened on first use); a connect, read or write taking longer than `timeout` fails.
+    pub fn new(config: &Config, connections: usize, timeout: Duration) -> Self {
         let pools = config
             .datasources
             .iter()
             .map(|ds| mysql_async::Pool::new(control_opts(ds, connections)))
             .collect();
-        Self { pools }
+        Self { pools, timeout }
     }
 
-    /// A connection to datasource `ds`.
+    /// The pool of datasource `ds`.
+    pub fn pool(&self, ds: usize) -> &mysql_async::Pool {
+        &self.pools[ds]
+    }
+
+    /// Runs `f` (a connection checkout and its statements) within the timeout; `what` names
+    /// it in the error.
     ///
     /// # Errors
-    /// The datasource cannot be reached.
-    pub async fn conn(&self, ds: usize) -> Result<mysql_async::Conn, ScanError> {
-        self.pools[ds]
-            .get_conn()
-            .await
-            .map_err(|e| ScanError(format!("datasource #{ds}: {e}")))
+    /// `f` failed, or did not finish in time (a datasource that hangs).
+    pub async fn bounded<T>(
+        &self,
+        what: &str,
+        f: impl Future<Output = Result<T, mysql_async::Error>>,
+    ) -> Result<T, ScanError> {
+        match tokio::time::timeout(self.timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(ScanError(format!("{what}: {e}"))),
+            Err(_) => Err(ScanError(format!(
+                "{what}: no answer within {} (--read-timeout)",
+                humantime::format_duration(self.timeout)
+            ))),
+        }
     }
 
     /// What every shard (not only the scanned ones) and the index table hold for `ids`, by
@@ -126,11 +138,11 @@ impl Sources {
             let Some(sql) = point_reads_sql(config, ds, &list) else {
                 continue;
             };
-            let mut conn = self.conn(ds).await?;
-            let rows: Vec<(u32, u32, u64, Option<String>)> = conn
-                .query(sql)
-                .await
-                .map_err(failed(&config.datasources[ds].name))?;
+            let rows: Vec<(u32, u32, u64, Option<String>)> = self
+                .bounded(&config.datasources[ds].name, async {
+                    self.pools[ds].get_conn().await?.query(sql).await
+                })
+                .await?;
             for (shard, table, id, channel) in rows {
                 let s = out.get_mut(&id).expect("only asked ids come back");
                 if table == 0 {
@@ -152,9 +164,12 @@ impl Sources {
             qualified(&index.database, &index.table),
             quote_ident(&index.order_id_column),
         );
-        let mut conn = self.conn(index.datasource.0 as usize).await?;
-        let rows: Vec<(u64, Option<String>, Option<i64>)> =
-            conn.query(sql).await.map_err(failed("index table"))?;
+        let pool = &self.pools[index.datasource.0 as usize];
+        let rows: Vec<(u64, Option<String>, Option<i64>)> = self
+            .bounded("index table", async {
+                pool.get_conn().await?.query(sql).await
+            })
+            .await?;
         for (id, channel, age) in rows {
             if let Some(s) = out.get_mut(&id) {
                 s.index = Some(IndexRow {
@@ -195,14 +210,14 @@ impl Sources {
                 "SELECT CAST(COALESCE(SUM(TABLE_ROWS),0) AS UNSIGNED) FROM information_schema.TABLES WHERE (TABLE_SCHEMA, TABLE_NAME) IN ({})",
                 names.join(",")
             );
-            if let Ok(mut conn) = self.conn(ds).await {
-                total += conn
+            let estimate = self.bounded("row estimate", async {
+                self.pools[ds]
+                    .get_conn()
+                    .await?
                     .query_first::<u64, _>(sql)
                     .await
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0);
-            }
+            });
+            total += estimate.await.ok().flatten().unwrap_or(0);
         }
         total
     }
@@ -276,12 +291,16 @@ struct Stream {
 
 impl Stream {
     async fn fill(&mut self, sources: &Sources, page: usize) -> Result<u64, ScanError> {
-        let mut conn = sources.conn(self.datasource).await?;
-        let rows: Vec<(u64, Option<String>, Option<i64>)> = match self.after {
-            Some(after) => conn.exec(&self.sql, (after, page as u64)).await,
-            None => conn.exec(&self.first_sql, (page as u64,)).await,
-        }
-        .map_err(failed(&self.label))?;
+        let pool = sources.pool(self.datasource);
+        let read = async {
+            let mut conn = pool.get_conn().await?;
+            match self.after {
+                Some(after) => conn.exec(&self.sql, (after, page as u64)).await,
+                None => conn.exec(&self.first_sql, (page as u64,)).await,
+            }
+        };
+        let rows: Vec<(u64, Option<String>, Option<i64>)> =
+            sources.bounded(&self.label, read).await?;
         self.done = rows.len() < page;
         if let Some(last) = rows.last() {
             self.after = Some(last.0);

@@ -1,19 +1,23 @@
 //! `routekey-proxy verify`: can every order be found by its id, and if not, which ones and
 //! why. Read-only.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::check::{Checker, Finding};
+use super::check::{Checker, Finding, FindingKind};
 use super::progress::Progress;
 use super::report::Report;
-use super::scan::{MergedScan, ScanError, Sources, Tables};
-use super::{Scope, StopFlag, stopped};
+use super::scan::{MergedScan, ScanError, Sightings, Sources, Tables};
+use super::{Scope, Stop};
 use crate::config::Config;
 
-/// How many order ids with findings wait for their second look together.
-const RECHECK_BATCH: usize = 200;
+/// Ids checked again together, at most.
+const RECHECK_BATCH: usize = 500;
+
+/// Ids waiting for their second look, at most: beyond it the scan waits for the oldest
+/// (memory stays bounded however many rows are wrong).
+const MAX_PENDING: usize = 100_000;
 
 /// What `verify` reads and where it writes.
 #[derive(Debug, Clone)]
@@ -27,6 +31,9 @@ pub struct VerifyOptions {
     /// A finding is checked again no sooner than this after it was seen, so that an insert
     /// in flight (its index row committed before its shard row) is not reported.
     pub recheck_after: Duration,
+    /// Bound on one connect, page read or point read; a datasource that hangs longer ends
+    /// the run (exit status 2).
+    pub read_timeout: Duration,
     /// Draw a progress bar (a terminal) instead of plain lines.
     pub terminal: bool,
 }
@@ -69,119 +76,179 @@ impl VerifyOutcome {
     }
 }
 
-/// Findings of the scan waiting for their second look.
-struct Pending {
-    first_seen: Option<Instant>,
-    ids: Vec<u64>,
+/// An id whose scan showed something wrong, waiting for its second look.
+struct Suspect {
+    seen: Instant,
+    order_id: u64,
     findings: Vec<Finding>,
 }
 
-/// Scans `options.scope` and reports what is wrong (findings checked twice).
+/// The run: the scan, the suspects waiting for their second look, the report.
+struct Run<'a> {
+    config: &'a Config,
+    options: &'a VerifyOptions,
+    sources: Sources,
+    checker: Checker<'a>,
+    suspects: VecDeque<Suspect>,
+    report: Report,
+}
+
+/// Scans `options.scope` and reports what is wrong (each finding checked twice).
 ///
 /// # Errors
-/// The report file cannot be created (nothing was scanned).
+/// The report file cannot be created or written.
 pub async fn verify(
     config: &Config,
     options: &VerifyOptions,
-    stop: &StopFlag,
+    stop: &Stop,
 ) -> Result<VerifyOutcome, String> {
-    let mut report = Report::create(options.report.as_deref()).map_err(|e| e.to_string())?;
+    let report = Report::create(options.report.as_deref()).map_err(|e| e.to_string())?;
     let tables = Tables { items: true };
     let streams = config.sharding.binding_tables.len() * options.scope.shards().count() + 1;
-    let sources = Sources::new(config, streams);
-    let total = sources.estimated_rows(config, &options.scope, tables).await;
+    let mut run = Run {
+        config,
+        options,
+        sources: Sources::new(config, streams, options.read_timeout),
+        checker: Checker::live(config),
+        suspects: VecDeque::new(),
+        report,
+    };
+    let total = run
+        .sources
+        .estimated_rows(config, &options.scope, tables)
+        .await;
     let mut progress = Progress::new("verify", total, options.terminal);
     let mut scan = MergedScan::new(config, &options.scope, tables, None, options.page);
-    let checker = Checker::new(config, now_unix_ms());
-    let mut pending = Pending {
-        first_seen: None,
-        ids: Vec::new(),
-        findings: Vec::new(),
-    };
     let mut ids = 0u64;
     let mut error = None;
     loop {
-        if stopped(stop) {
-            error = Some("interrupted".to_owned());
-            break;
-        }
-        let s = match scan.next(&sources).await {
+        let next = match stop.unless(scan.next(&run.sources)).await {
+            None => Err(ScanError("interrupted".to_owned())),
+            Some(next) => next,
+        };
+        let s = match next {
             Ok(Some(s)) => s,
             Ok(None) => break,
             Err(e) => {
-                error = Some(e.to_string());
+                error = Some(e.0);
                 break;
             }
         };
         ids += 1;
-        let found = checker.check(&s, &options.scope);
-        if !found.is_empty() {
-            pending.first_seen.get_or_insert_with(Instant::now);
-            pending.ids.push(s.order_id);
-            pending.findings.extend(found);
-        }
-        if pending.ids.len() >= RECHECK_BATCH
-            && let Err(e) = recheck(config, &sources, options, &mut pending, &mut report).await
-        {
-            error = Some(e.to_string());
+        run.suspect(&s);
+        if let Err(e) = run.recheck_due(stop).await {
+            error = Some(e.0);
             break;
         }
-        progress.update(scan.rows_read(), || {
-            format!("{} finding(s)", report.total())
-        });
+        let found = run.report.total();
+        progress.update(scan.rows_read(), || format!("{found} finding(s)"));
     }
-    if error.is_none()
-        && let Err(e) = recheck(config, &sources, options, &mut pending, &mut report).await
-    {
-        error = Some(e.to_string());
+    // The rest get their second look now (at once when the run was cut short).
+    let wait = error.is_none();
+    if let Err(e) = run.recheck_all(wait, stop).await {
+        run.report_unchecked(&e)?;
+        error.get_or_insert(e.0);
     }
-    progress.finish(scan.rows_read(), &format!("{} finding(s)", report.total()));
-    sources.disconnect().await;
-    report.finish().map_err(|e| e.to_string())?;
+    let found = run.report.total();
+    progress.finish(scan.rows_read(), &format!("{found} finding(s)"));
+    run.sources.disconnect().await;
+    run.report.finish().map_err(|e| e.to_string())?;
     Ok(VerifyOutcome {
-        report,
+        report: run.report,
         rows_read: scan.rows_read(),
         ids,
         error,
     })
 }
 
-/// The second look: the pending ids read again on every shard. A finding is reported when
-/// the fresh view still shows it; what the fresh view shows besides on the scanned shards
-/// (a dangling index row whose order sits on a shard outside a narrowed scan) is reported
-/// too.
-async fn recheck(
-    config: &Config,
-    sources: &Sources,
-    options: &VerifyOptions,
-    pending: &mut Pending,
-    report: &mut Report,
-) -> Result<(), ScanError> {
-    let Some(first) = pending.first_seen.take() else {
-        return Ok(());
-    };
-    let wait = options.recheck_after.saturating_sub(first.elapsed());
-    tokio::time::sleep(wait).await;
-    let everything = Scope::new(config, None, &[]).map_err(ScanError)?;
-    let checker = Checker::new(config, now_unix_ms());
-    let fresh: BTreeMap<u64, _> = sources.sightings_of(config, &pending.ids).await?;
-    for s in fresh.values() {
-        for f in checker.check(s, &everything) {
-            let before = pending.findings.iter().any(|b| b.same_fault(&f));
-            let in_scope = f.shard.is_none_or(|n| options.scope.contains(n));
-            if before || in_scope {
-                report.add(f).map_err(|e| ScanError(e.to_string()))?;
-            }
+impl Run<'_> {
+    fn suspect(&mut self, s: &Sightings) {
+        let findings = self.checker.check(s, &self.options.scope);
+        if !findings.is_empty() {
+            self.suspects.push_back(Suspect {
+                seen: Instant::now(),
+                order_id: s.order_id,
+                findings,
+            });
         }
     }
-    pending.ids.clear();
-    pending.findings.clear();
-    Ok(())
-}
 
-/// The current time in Unix milliseconds (the decode window's "now").
-pub(crate) fn now_unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    /// Second looks at the suspects seen `recheck_after` ago or more, without waiting,
+    /// unless too many wait: then the oldest are waited for.
+    async fn recheck_due(&mut self, stop: &Stop) -> Result<(), ScanError> {
+        loop {
+            let due = self
+                .suspects
+                .front()
+                .is_some_and(|s| s.seen.elapsed() >= self.options.recheck_after);
+            if !(due || self.suspects.len() >= MAX_PENDING) {
+                return Ok(());
+            }
+            self.recheck_batch(true, stop).await?;
+        }
+    }
+
+    async fn recheck_all(&mut self, wait: bool, stop: &Stop) -> Result<(), ScanError> {
+        while !self.suspects.is_empty() {
+            self.recheck_batch(wait, stop).await?;
+        }
+        Ok(())
+    }
+
+    /// The second look at the oldest suspects: their ids read again on every shard. A
+    /// finding is reported when the fresh view still shows it; what the fresh view shows
+    /// besides on the scanned shards is reported too.
+    async fn recheck_batch(&mut self, wait: bool, stop: &Stop) -> Result<(), ScanError> {
+        let Some(first) = self.suspects.front() else {
+            return Ok(());
+        };
+        if wait {
+            let left = self
+                .options
+                .recheck_after
+                .saturating_sub(first.seen.elapsed());
+            if stop.unless(tokio::time::sleep(left)).await.is_none() {
+                return Err(ScanError("interrupted".to_owned()));
+            }
+        }
+        let n = self.suspects.len().min(RECHECK_BATCH);
+        let ids: Vec<u64> = self.suspects.iter().take(n).map(|s| s.order_id).collect();
+        let fresh = self.sources.sightings_of(self.config, &ids).await?;
+        let everything = Scope::new(self.config, None, &[]).map_err(ScanError)?;
+        let batch: Vec<Suspect> = self.suspects.drain(..n).collect();
+        for suspect in &batch {
+            let Some(s) = fresh.get(&suspect.order_id) else {
+                continue;
+            };
+            for f in self.checker.check(s, &everything) {
+                let before = suspect.findings.iter().any(|b| b.same_fault(&f));
+                if before || self.in_scope(&f, s) {
+                    self.report.add(f).map_err(|e| ScanError(e.to_string()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a finding of the fresh view concerns a scanned shard (a duplicate: any of
+    /// the shards holding it).
+    fn in_scope(&self, f: &Finding, s: &Sightings) -> bool {
+        let scope = &self.options.scope;
+        match (f.kind, f.shard) {
+            (FindingKind::Duplicate, _) => s.orders.iter().any(|o| scope.contains(o.shard)),
+            (_, Some(n)) => scope.contains(n),
+            (_, None) => scope.is_everything(self.config),
+        }
+    }
+
+    /// The suspects whose second look could not be had, reported as seen once.
+    fn report_unchecked(&mut self, why: &ScanError) -> Result<(), String> {
+        for suspect in std::mem::take(&mut self.suspects) {
+            for mut f in suspect.findings {
+                f.detail = format!("{} (seen once; not checked again: {})", f.detail, why.0);
+                self.report.add(f).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
 }

@@ -1,0 +1,331 @@
+//! `routekey-proxy index backfill`: writes the missing index rows of legacy orders and,
+//! with `--prune-dangling`, deletes index rows whose order no shard holds.
+//!
+//! Only what a machine can decide is written: a row's own `channel` column, when that
+//! channel routes the id to the shard holding the row; an index row naming another channel
+//! is never overwritten (it is reported), and neither is a duplicate's. Each write and prune
+//! is decided on a fresh read of every shard for that id, never on the scan's view alone (a
+//! narrowed scan does not see the other shards; traffic moves on).
+//!
+//! A dangling index row is deleted only when it is older than `--min-age` by the server's
+//! clock, checked in the `DELETE` itself. The proxy writes (or marks young) the index row of
+//! every insert of an id that does not decode before its shard write, so an insert in flight
+//! keeps its index row. The shared cache's (Redis) keys of changed ids are deleted;
+//! in-process caches forget them at their TTL.
+
+mod outcome;
+mod writes;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub use outcome::BackfillOutcome;
+use writes::{IndexWrites, Written};
+
+use super::check::{Checker, Finding, FindingKind, Repair};
+use super::checkpoint::Checkpoint;
+use super::progress::Progress;
+use super::report::Report;
+use super::scan::{MergedScan, ScanError, Sightings, Sources, Tables};
+use super::{Scope, Stop};
+use crate::config::{ChannelId, Config};
+
+/// How often the checkpoint is saved while running (and always at the end).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// What `index backfill` does.
+#[derive(Debug, Clone)]
+pub struct BackfillOptions {
+    /// The shards to scan.
+    pub scope: Scope,
+    /// Count what would be written or pruned, write nothing.
+    pub dry_run: bool,
+    /// Resume from and save progress to this file.
+    pub checkpoint: Option<PathBuf>,
+    /// Bound on rows scanned per second (order rows and index rows), for production; at
+    /// least 0.001.
+    pub rows_per_second: Option<f64>,
+    /// Also delete dangling index rows older than `min_age`.
+    pub prune_dangling: bool,
+    /// A dangling index row younger than this is kept (default 1 h).
+    pub min_age: Duration,
+    /// JSON lines of what needs a person go here when set.
+    pub report: Option<PathBuf>,
+    /// Rows per keyset page.
+    pub page: usize,
+    /// Bound on one connect, read or write; a datasource that hangs longer ends the run.
+    pub read_timeout: Duration,
+    /// Draw a progress bar (a terminal) instead of plain lines.
+    pub terminal: bool,
+}
+
+impl BackfillOptions {
+    /// What a run does, as its checkpoint records it: a resume must do the same.
+    fn run_label(&self, config: &Config) -> String {
+        let ix = &config.index;
+        let prune = if self.prune_dangling {
+            format!(
+                "prune dangling older than {}",
+                humantime::format_duration(self.min_age)
+            )
+        } else {
+            "no prune".to_owned()
+        };
+        format!(
+            "{}; {prune}; index {}.{}; shard map v{:016x}",
+            self.scope, ix.database, ix.table, config.sharding.shard_map_version
+        )
+    }
+}
+
+/// One backfill run: the scan's sources, the index writes, the counts.
+struct Run<'a> {
+    config: &'a Config,
+    options: &'a BackfillOptions,
+    sources: Sources,
+    writes: IndexWrites,
+    checker: Checker<'a>,
+    report: Report,
+    outcome: BackfillOutcome,
+    checkpoint: Checkpoint,
+}
+
+/// Writes missing index rows (and prunes dangling ones) over `options.scope`.
+///
+/// # Errors
+/// The options cannot be honoured; nothing was done: pruning without
+/// `index.created_at_column`, a rate below 0.001 rows/s, a checkpoint of another run or of a
+/// finished one, a checkpoint or report file that cannot be written.
+pub async fn backfill(
+    config: &Config,
+    options: &BackfillOptions,
+    stop: &Stop,
+) -> Result<BackfillOutcome, String> {
+    if options.prune_dangling && config.index.created_at_column.is_none() {
+        return Err(
+            "--prune-dangling needs index.created_at_column in the configuration (the column holding each index row's creation time), so young rows of inserts in flight are kept"
+                .to_owned(),
+        );
+    }
+    if options
+        .rows_per_second
+        .is_some_and(|r| r.is_nan() || r < 0.001)
+    {
+        return Err("--rows-per-second must be at least 0.001".to_owned());
+    }
+    let checkpoint = load_checkpoint(options, config)?;
+    let report = Report::create(options.report.as_deref()).map_err(|e| e.to_string())?;
+    let streams = options.scope.shards().count() + 2;
+    let mut run = Run {
+        config,
+        options,
+        sources: Sources::new(config, streams, options.read_timeout),
+        writes: IndexWrites::new(config).await,
+        checker: Checker::live(config),
+        report,
+        outcome: BackfillOutcome {
+            resumed_after: checkpoint.after,
+            ..BackfillOutcome::default()
+        },
+        checkpoint,
+    };
+    // A checkpoint that cannot be written is found before anything is.
+    run.save_checkpoint()?;
+    let started = Instant::now();
+    let result = run.scan(stop).await;
+    run.outcome.elapsed = started.elapsed();
+    run.checkpoint.finished = result.is_ok();
+    run.outcome.error = result.err().map(|e| e.0);
+    let saved = run.save_checkpoint();
+    run.report.finish().map_err(|e| e.to_string())?;
+    run.sources.disconnect().await;
+    if let Err(e) = saved {
+        run.outcome.error.get_or_insert(e);
+    }
+    Ok(run.outcome)
+}
+
+fn load_checkpoint(options: &BackfillOptions, config: &Config) -> Result<Checkpoint, String> {
+    let run = options.run_label(config);
+    let fresh = Checkpoint {
+        run: run.clone(),
+        ..Checkpoint::default()
+    };
+    let Some(path) = &options.checkpoint else {
+        return Ok(fresh);
+    };
+    let shown = path.display();
+    match Checkpoint::load(path)? {
+        Some(c) if c.run != run => Err(format!(
+            "--checkpoint {shown}: saved by another run ({}), not this one ({run}); use another file",
+            c.run
+        )),
+        Some(c) if c.finished => Err(format!(
+            "--checkpoint {shown}: that run finished ({} rows scanned, {} index rows written, {} pruned); delete the file to run again",
+            c.scanned, c.written, c.pruned
+        )),
+        Some(c) => Ok(c),
+        None => Ok(fresh),
+    }
+}
+
+impl Run<'_> {
+    async fn scan(&mut self, stop: &Stop) -> Result<(), ScanError> {
+        let options = self.options;
+        let page = match options.rows_per_second {
+            Some(rate) => options.page.min((rate as usize).max(1)),
+            None => options.page,
+        };
+        let tables = Tables { items: false };
+        let total = self
+            .sources
+            .estimated_rows(self.config, &options.scope, tables)
+            .await;
+        let mut progress = Progress::new("backfill", total, options.terminal);
+        let after = self.checkpoint.after;
+        let mut scan = MergedScan::new(self.config, &options.scope, tables, after, page);
+        let started = Instant::now();
+        let mut saved = Instant::now();
+        let interrupted = || ScanError("interrupted".to_owned());
+        while let Some(s) = stop
+            .unless(scan.next(&self.sources))
+            .await
+            .ok_or_else(interrupted)??
+        {
+            let rows = s.orders.len() as u64 + u64::from(s.index.is_some());
+            if let Some(rate) = options.rows_per_second {
+                let due =
+                    started + Duration::from_secs_f64((self.outcome.scanned + rows) as f64 / rate);
+                stop.unless(tokio::time::sleep_until(due.into()))
+                    .await
+                    .ok_or_else(interrupted)?;
+            }
+            self.repair(&s).await?;
+            self.outcome.scanned += rows;
+            self.checkpoint.scanned += rows;
+            self.checkpoint.after = Some(s.order_id);
+            if saved.elapsed() >= CHECKPOINT_EVERY {
+                self.save_checkpoint().map_err(ScanError)?;
+                saved = Instant::now();
+            }
+            let o = &self.outcome;
+            progress.update(scan.rows_read(), || {
+                format!("{} written, {} pruned", o.written, o.pruned)
+            });
+        }
+        let o = &self.outcome;
+        let note = format!("{} written, {} pruned", o.written, o.pruned);
+        progress.finish(scan.rows_read(), &note);
+        Ok(())
+    }
+
+    /// What the scan shows for one id, decided on a fresh read of every shard.
+    async fn repair(&mut self, s: &Sightings) -> Result<(), ScanError> {
+        let scope = &self.options.scope;
+        let proposed = self.checker.repair(s);
+        let conflicts = self.checker.check(s, scope);
+        let conflict = conflicts
+            .iter()
+            .any(|f| f.kind == FindingKind::IndexConflict);
+        let prunable = proposed == Repair::PruneIndex
+            && self.options.prune_dangling
+            // Dangling inside the scope: its channel routes it to a scanned shard.
+            && !conflicts.is_empty();
+        if !(conflict
+            || prunable
+            || matches!(proposed, Repair::WriteIndex(_) | Repair::NeedsPerson(_)))
+        {
+            return Ok(());
+        }
+        let fresh = self
+            .sources
+            .sightings_of(self.config, &[s.order_id])
+            .await?;
+        let Some(fresh) = fresh.get(&s.order_id) else {
+            return Ok(());
+        };
+        let everything = Scope::new(self.config, None, &[]).map_err(ScanError)?;
+        for f in self.checker.check(fresh, &everything) {
+            if f.kind == FindingKind::IndexConflict {
+                self.needs_person(f)?;
+            }
+        }
+        match self.checker.repair(fresh) {
+            Repair::WriteIndex(ch) => self.write_index(s.order_id, ch).await,
+            Repair::PruneIndex if prunable => self.prune(fresh).await,
+            Repair::NeedsPerson(f) => self.needs_person(f),
+            Repair::PruneIndex | Repair::None => Ok(()),
+        }
+    }
+
+    fn needs_person(&mut self, f: Finding) -> Result<(), ScanError> {
+        self.outcome.needs_person += 1;
+        self.report.add(f).map_err(|e| ScanError(e.to_string()))
+    }
+
+    async fn write_index(&mut self, id: u64, ch: ChannelId) -> Result<(), ScanError> {
+        if self.options.dry_run {
+            self.outcome.written += 1;
+            return Ok(());
+        }
+        let name = self.config.channel(ch).name.clone();
+        match self.writes.insert(&self.sources, id, &name).await? {
+            Written::Inserted => {
+                self.outcome.written += 1;
+                self.checkpoint.written += 1;
+                self.forget_cached(id).await;
+                Ok(())
+            }
+            Written::Present => {
+                self.outcome.already_present += 1;
+                Ok(())
+            }
+            Written::Other(now) => self.needs_person(Finding {
+                kind: FindingKind::IndexConflict,
+                table: self.config.sharding.binding_tables[0].clone(),
+                shard: Some(self.config.shard_of(ch, id)),
+                order_id: id,
+                detail: format!(
+                    "the index names {} (written meanwhile), the row says {name}; not overwritten",
+                    now.as_deref().unwrap_or("NULL")
+                ),
+            }),
+        }
+    }
+
+    async fn prune(&mut self, fresh: &Sightings) -> Result<(), ScanError> {
+        let min_age = self.options.min_age;
+        if self.options.dry_run {
+            match fresh.index.as_ref().and_then(|i| i.age) {
+                Some(age) if age >= min_age => self.outcome.pruned += 1,
+                _ => self.outcome.kept_young += 1,
+            }
+            return Ok(());
+        }
+        if self
+            .writes
+            .prune(&self.sources, fresh.order_id, min_age)
+            .await?
+        {
+            self.outcome.pruned += 1;
+            self.checkpoint.pruned += 1;
+            self.forget_cached(fresh.order_id).await;
+        } else {
+            self.outcome.kept_young += 1;
+        }
+        Ok(())
+    }
+
+    async fn forget_cached(&mut self, id: u64) {
+        if !self.writes.forget_cached(id).await {
+            self.outcome.cache_errors += 1;
+        }
+    }
+
+    fn save_checkpoint(&self) -> Result<(), String> {
+        match &self.options.checkpoint {
+            Some(path) if !self.options.dry_run => self.checkpoint.save(path),
+            _ => Ok(()),
+        }
+    }
+}
