@@ -544,3 +544,200 @@ async fn backfill_and_prune_delete_the_shared_cache_keys_of_the_ids_they_change(
     );
     f.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_never_takes_the_index_row_of_an_insert_in_flight() {
+    let f = Fixture::new("race").await;
+    let cn = "CN_CHANNEL";
+    // An old index row, left by a failed insert of a legacy order that is now retried.
+    let (cached, blocked) = (fresh_legacy_id(), fresh_legacy_id());
+    f.index(cached, cn, 7200).await;
+    f.index(blocked, cn, 7200).await;
+    let h = Harness::start_with(f.config.clone()).await;
+    let mut app = h.client().await;
+    // The proxy caches the channel of `cached` (a read), then the row is pruned: the insert
+    // must write it again rather than trust its cache.
+    let read = format!("SELECT order_id FROM t_order WHERE order_id = {cached}");
+    assert!(rows(&mut app, &read).await.is_empty());
+    let out = f.run(&[
+        "index",
+        "backfill",
+        "--prune-dangling",
+        "--shard",
+        &expected_shard(cn, cached).to_string(),
+    ]);
+    assert_eq!(summary_number(&out, "dangling pruned"), 1, "{}", text(&out));
+    assert_eq!(f.indexed(cached).await, None);
+    exec(&mut app, &insert_order_sql(cached, cn, "retried")).await;
+    assert_eq!(
+        f.indexed(cached).await.as_deref(),
+        Some(cn),
+        "insert after a prune left no index row"
+    );
+
+    // An insert whose shard write waits on a lock while a prune runs: its index row was
+    // marked young before the shard write, so the prune keeps it.
+    let shard = expected_shard(cn, blocked);
+    let mut locker = backend(datasource_of(shard)).await;
+    locker.query_drop("BEGIN").await.unwrap();
+    locker
+        .query_drop(format!(
+            "SELECT * FROM {}.t_order_{shard} WHERE order_id BETWEEN {} AND {} FOR UPDATE",
+            f.physical,
+            blocked - 10,
+            blocked + 10
+        ))
+        .await
+        .unwrap();
+    let mut writer = h.client().await;
+    let insert = insert_order_sql(blocked, cn, "blocked");
+    let pending = tokio::spawn(async move { writer.query_drop(insert).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!pending.is_finished(), "the insert should wait on the lock");
+    let out = f.run(&["index", "backfill", "--prune-dangling"]);
+    assert_eq!(summary_number(&out, "dangling pruned"), 0, "{}", text(&out));
+    assert_eq!(summary_number(&out, "dangling kept"), 1, "{}", text(&out));
+    locker.query_drop("COMMIT").await.unwrap();
+    pending.await.unwrap().unwrap();
+    assert_eq!(f.indexed(blocked).await.as_deref(), Some(cn));
+    let out = f.run(&["verify", "--recheck-after", "0s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    drop(app);
+    h.stop().await;
+    f.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_is_never_backfilled_and_a_narrowed_verify_sees_its_copy() {
+    let f = Fixture::new("dup").await;
+    let (eu, global) = ("EU_CHANNEL", "GLOBAL_CHANNEL");
+    // A legacy id without index row on an EU shard and on a GLOBAL shard, each copy's
+    // channel matching its shard: either could be backfilled if seen alone.
+    let id = fresh_legacy_id();
+    let (a, b) = (expected_shard(eu, id), expected_shard(global, id));
+    f.order(a, id, eu).await;
+    f.order(b, id, global).await;
+    for scope in [vec!["--shard".to_owned(), b.to_string()], vec![]] {
+        let args: Vec<&str> = ["index", "backfill"]
+            .into_iter()
+            .chain(scope.iter().map(String::as_str))
+            .collect();
+        let out = f.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert_eq!(
+            summary_number(&out, "index rows written"),
+            0,
+            "{}",
+            text(&out)
+        );
+        assert_eq!(summary_number(&out, "needs a person"), 1, "{}", text(&out));
+        assert_eq!(f.indexed(id).await, None);
+    }
+    let report = std::env::temp_dir().join(format!("rk-dup-{}.jsonl", std::process::id()));
+    for shard in [a, b] {
+        let shard = shard.to_string();
+        let out = f.run(&[
+            "verify",
+            "--recheck-after",
+            "0s",
+            "--shard",
+            &shard,
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let kinds: Vec<String> = report_lines(&report).into_iter().map(|l| l.0).collect();
+        assert_eq!(
+            kinds,
+            ["duplicate"],
+            "verify --shard {shard}: {}",
+            text(&out)
+        );
+    }
+    let _ = std::fs::remove_file(report);
+    f.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datasource_that_never_answers_ends_the_scan_with_status_2() {
+    let f = Fixture::new("silent").await;
+    // A server that accepts connections and never says a word.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for conn in silent.incoming().take(64) {
+            open.push(conn);
+        }
+    });
+    let text_config = std::fs::read_to_string(&f.path).unwrap().replace(
+        &format!("127.0.0.1:{}", sandbox_port(1)),
+        &format!("127.0.0.1:{port}"),
+    );
+    let path = f.path.with_extension("silent.toml");
+    std::fs::write(&path, text_config).unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&path)
+        .args(["verify", "--read-timeout", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("INCOMPLETE"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_file(path);
+    drop(held);
+    f.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_never_indexes_an_id_issued_while_it_runs() {
+    let f = Fixture::new("during").await;
+    unindexed_orders(&f, 40).await;
+    // 80 rows at 20 rows/s: about 4 s, longer than the configured clock skew (0 s here).
+    let text_config = std::fs::read_to_string(&f.path)
+        .unwrap()
+        .replace("clock_skew = \"5s\"", "clock_skew = \"0s\"");
+    std::fs::write(&f.path, text_config).unwrap();
+    let child = Command::new(BIN)
+        .arg("--config")
+        .arg(&f.path)
+        .args(["index", "backfill", "--rows-per-second", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // An order issued now, with a route key: its id is above every legacy id, so the scan
+    // reaches it last, seconds after it started.
+    let layout = f.config.layout;
+    let id = layout
+        .compose(routekey_proxy::id::IdFields {
+            timestamp: now_ms() - layout.epoch_ms(),
+            worker: 1,
+            route_key: 5,
+            sequence: 7,
+        })
+        .unwrap();
+    f.order(expected_shard("EU_CHANNEL", id), id, "EU_CHANNEL")
+        .await;
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        summary_number(&out, "index rows written"),
+        40,
+        "{}",
+        text(&out)
+    );
+    assert_eq!(f.indexed(id).await, None, "a decodable id got an index row");
+    f.drop().await;
+}
