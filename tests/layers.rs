@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use routekey_proxy::route::{Layer, RouteStats};
+use routekey_proxy::route::{Layer, LookupResult, RouteStats};
 
 /// The counters of every layer, in `Layer::ALL` order.
 fn snapshot(stats: &RouteStats) -> [u64; 5] {
@@ -246,4 +246,41 @@ async fn a_dba_sees_the_layer_counters_through_sql() {
     assert_eq!(moved("resolved_by_cache"), 1);
     assert_eq!(moved("decode_failed_before_route_key_since"), 2);
     assert_eq!(moved("unresolved"), 0);
+}
+
+#[tokio::test]
+async fn a_refused_write_still_counts_its_resolution_and_its_index_lookup() {
+    let h = Harness::start().await;
+    let stats = h.proxy.router_stats.clone();
+    let mut c = h.client().await;
+    let lookups = || h.proxy.router_stats.lookups(LookupResult::NotFound);
+    // A legacy id the index does not know: the write is refused, the id counted unresolved.
+    let id = fresh_legacy_id();
+    let (before, looked) = (snapshot(&stats), lookups());
+    let sql = format!("UPDATE t_order SET status = 'PAID' WHERE order_id = {id}");
+    assert_eq!(error_code(&mut c, &sql).await, 1526);
+    assert_eq!(delta(&stats, before), [("unresolved", 1)]);
+    assert_eq!(lookups() - looked, 1);
+    // A hint contradicting the index: refused, the index's answer counted.
+    let s = seed();
+    let global = s.channels["GLOBAL_CHANNEL"].legacy_ids[3];
+    let before = snapshot(&stats);
+    let sql = format!(
+        "UPDATE t_order /*route_key='EU_CHANNEL'*/ SET status = status WHERE order_id = {global}"
+    );
+    assert_eq!(error_code(&mut c, &sql).await, 1526);
+    let moved = delta(&stats, before);
+    assert!(
+        moved == [("cache", 1)] || moved == [("index", 1)],
+        "{moved:?}"
+    );
+    // EXPLAIN ROUTE of the refused write counts nothing.
+    let before = snapshot(&stats);
+    let _ = error_code(
+        &mut c,
+        &format!("EXPLAIN ROUTE UPDATE t_order SET status = 'PAID' WHERE order_id = {id}"),
+    )
+    .await;
+    assert_eq!(delta(&stats, before), []);
+    h.stop().await;
 }

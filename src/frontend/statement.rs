@@ -165,7 +165,17 @@ impl Session {
             },
             now_ms: now_ms(),
         };
-        let mut plan = crate::plan::plan(&self.rt.router, &inputs).await?;
+        let mut plan = match crate::plan::plan(&self.rt.router, &inputs).await {
+            Ok(plan) => plan,
+            Err(refused) => {
+                // A refused statement's resolutions still count (an unresolved write, its
+                // index lookup); EXPLAIN ROUTE counts nothing.
+                if !explain {
+                    self.rt.router.apply(&refused.effects).await;
+                }
+                return Err(refused.error);
+            }
+        };
         plan.write = plan.write || is_write(&s.analysis, s.text.sql, s.text.tokens);
         if plan.write {
             if let Some(first) = plan.steps.first() {

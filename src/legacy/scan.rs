@@ -181,9 +181,10 @@ impl Sources {
         Ok(out)
     }
 
-    /// The servers' row estimates (`information_schema.TABLES.TABLE_ROWS`) of the tables a
-    /// scan of `scope` reads, for a progress bar; 0 where unknown.
-    pub async fn estimated_rows(&self, config: &Config, scope: &Scope, tables: Tables) -> u64 {
+    /// The servers' row estimates (`information_schema.TABLES.TABLE_ROWS`) of the order
+    /// tables a scan of `scope` reads and of the index table, for a progress bar; 0 where
+    /// unknown.
+    pub async fn estimated_rows(&self, config: &Config, scope: &Scope) -> u64 {
         let mut total = 0;
         for ds in 0..config.datasources.len() {
             let mut names = Vec::new();
@@ -192,10 +193,7 @@ impl Sources {
                 if s.datasource.0 as usize != ds {
                     continue;
                 }
-                let last = if tables.items { s.tables.len() } else { 1 };
-                for t in &s.tables[..last] {
-                    names.push(format!("('{}','{}')", s.database, t));
-                }
+                names.push(format!("('{}','{}')", s.database, s.tables[0]));
             }
             if config.index.datasource.0 as usize == ds {
                 names.push(format!(
@@ -305,7 +303,12 @@ impl Stream {
         if let Some(last) = rows.last() {
             self.after = Some(last.0);
         }
-        let n = rows.len() as u64;
+        // Progress counts order and index rows (what the estimate covers); an item scan
+        // reads distinct order ids, not rows.
+        let n = match self.source {
+            Source::Items { .. } => 0,
+            _ => rows.len() as u64,
+        };
         self.buffer.extend(rows);
         Ok(n)
     }
@@ -397,7 +400,7 @@ impl MergedScan {
         }
     }
 
-    /// Rows read so far, over every scanned table.
+    /// Rows of the order table and of the index table read so far.
     pub fn rows_read(&self) -> u64 {
         self.rows_read
     }

@@ -113,10 +113,7 @@ pub async fn verify(
         suspects: VecDeque::new(),
         report,
     };
-    let total = run
-        .sources
-        .estimated_rows(config, &options.scope, tables)
-        .await;
+    let total = run.sources.estimated_rows(config, &options.scope).await;
     let mut progress = Progress::new("verify", total, options.terminal);
     let mut scan = MergedScan::new(config, &options.scope, tables, None, options.page);
     let mut ids = 0u64;

@@ -25,27 +25,51 @@ pub fn refusal(r: &Refusal) -> ProxyError {
     }
 }
 
+/// A statement the planner refused: the error for the client, and what planning learnt
+/// before it refused (an id resolved as unresolved, an index lookup), which still counts.
+#[derive(Debug)]
+pub struct Refused {
+    /// The client's error.
+    pub error: ProxyError,
+    /// Counters and cache fills collected before the refusal.
+    pub effects: Effects,
+}
+
+impl From<Refused> for ProxyError {
+    fn from(r: Refused) -> Self {
+        r.error
+    }
+}
+
 /// Plans one data statement (see the module documentation of [`crate::plan`]).
-pub async fn plan<I: IndexTable>(
-    router: &Router<I>,
-    inputs: &Inputs<'_>,
-) -> Result<Plan, ProxyError> {
+///
+/// # Errors
+/// The statement is refused ([`Refused`]: its MySQL error, and the effects planning
+/// collected, for the caller to count).
+pub async fn plan<I: IndexTable>(router: &Router<I>, inputs: &Inputs<'_>) -> Result<Plan, Refused> {
+    let refused = |error| Refused {
+        error,
+        effects: Effects::default(),
+    };
     let sharded = match &inputs.analysis.target {
         Target::Unsharded => return Ok(unsharded(router.config(), inputs)),
-        Target::Refused(r) => return Err(refusal(r)),
+        Target::Refused(r) => return Err(refused(refusal(r))),
         Target::Sharded(p) => &**p,
     };
+    let mut fx = Effects::default();
     let planner = Planner {
         router,
         inputs,
         sharded,
-        fx: Effects::default(),
+        fx: &mut fx,
         ids: Vec::new(),
     };
-    if inputs.analysis.verb == Verb::Insert {
-        return planner.insert().await;
-    }
-    planner.by_key().await
+    let planned = if inputs.analysis.verb == Verb::Insert {
+        planner.insert().await
+    } else {
+        planner.by_key().await
+    };
+    planned.map_err(|error| Refused { error, effects: fx })
 }
 
 /// The channel each row of an INSERT names through its channel/region column or the
@@ -125,15 +149,17 @@ pub(super) fn with_prefix(inputs: &Inputs<'_>, segments: Vec<Segment>) -> Vec<Se
     out
 }
 
-pub(super) struct Planner<'a, I> {
+pub(super) struct Planner<'a, 'f, I> {
     pub(super) router: &'a Router<I>,
     pub(super) inputs: &'a Inputs<'a>,
     pub(super) sharded: &'a ShardedPlan,
-    pub(super) fx: Effects,
+    /// What planning learnt so far (counters, cache fills): the plan's effects, or, when
+    /// the statement is refused, the caller's to count.
+    pub(super) fx: &'f mut Effects,
     pub(super) ids: Vec<IdRoute>,
 }
 
-impl<I: IndexTable> Planner<'_, I> {
+impl<I: IndexTable> Planner<'_, '_, I> {
     pub(super) fn config(&self) -> &Config {
         self.router.config()
     }
@@ -189,7 +215,7 @@ impl<I: IndexTable> Planner<'_, I> {
         for &id in &ids {
             let resolved = self
                 .router
-                .resolve(id, write, context, inputs.now_ms, &mut self.fx)
+                .resolve(id, write, context, inputs.now_ms, self.fx)
                 .await?;
             match resolved.channel {
                 Some(channel) => {
@@ -313,7 +339,7 @@ impl<I: IndexTable> Planner<'_, I> {
             write,
             atomic: false,
             merge: None,
-            effects: self.fx,
+            effects: std::mem::take(self.fx),
             probe: Vec::new(),
             table: Some(self.sharded.primary_table),
         }
@@ -409,7 +435,7 @@ impl<I: IndexTable> Planner<'_, I> {
             }
             let resolved = self
                 .router
-                .resolve(id, true, context, inputs.now_ms, &mut self.fx)
+                .resolve(id, true, context, inputs.now_ms, self.fx)
                 .await?;
             let Some(channel) = resolved.channel else {
                 return Err(ProxyError::unroutable(format!(

@@ -25,7 +25,7 @@ use crate::sql::Analysis;
 use crate::sql::hints::RouteHints;
 use crate::sql::lexer::Token;
 
-pub use build::{insert_channels, plan, refusal};
+pub use build::{Refused, insert_channels, plan, refusal};
 
 /// What a plan does, as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,7 +33,7 @@ fn table_shards(config: &Config, channel: Option<ChannelId>) -> Vec<u32> {
 /// hint or anything else never narrows it); a write only when the user may and every
 /// shard it reaches lies on one datasource.
 pub(super) fn plan_scatter<I: IndexTable>(
-    mut p: Planner<'_, I>,
+    mut p: Planner<'_, '_, I>,
     _context: Option<ChannelId>,
     write: bool,
 ) -> Result<Plan, ProxyError> {
@@ -80,7 +80,7 @@ pub(super) fn plan_scatter<I: IndexTable>(
 }
 
 /// The one channel a top-level `channel = '...'` names, if exactly one.
-fn narrowing_channel<I: IndexTable>(p: &Planner<'_, I>) -> Option<ChannelId> {
+fn narrowing_channel<I: IndexTable>(p: &Planner<'_, '_, I>) -> Option<ChannelId> {
     let mut named = p
         .sharded
         .context
@@ -91,7 +91,10 @@ fn narrowing_channel<I: IndexTable>(p: &Planner<'_, I>) -> Option<ChannelId> {
     named.all(|c| c == Some(first)).then_some(first)
 }
 
-fn scatter_write<I: IndexTable>(p: Planner<'_, I>, shards: Vec<u32>) -> Result<Plan, ProxyError> {
+fn scatter_write<I: IndexTable>(
+    p: Planner<'_, '_, I>,
+    shards: Vec<u32>,
+) -> Result<Plan, ProxyError> {
     let config = p.config();
     let datasources: Vec<DatasourceId> = {
         let mut d: Vec<DatasourceId> = shards
@@ -127,7 +130,7 @@ fn scatter_write<I: IndexTable>(p: Planner<'_, I>, shards: Vec<u32>) -> Result<P
 
 /// A read of several shards merged as one table would answer; one shard needs no merge.
 pub(super) fn plan_merge<I: IndexTable>(
-    p: Planner<'_, I>,
+    p: Planner<'_, '_, I>,
     kind: PlanKind,
     shards: Vec<u32>,
 ) -> Result<Plan, ProxyError> {
@@ -175,7 +178,7 @@ pub(super) fn plan_merge<I: IndexTable>(
 /// Order ids nothing resolves, looked for on every shard of the table: the statement runs
 /// on all of them and is merged; what the shards hold is learnt when it runs.
 pub(super) fn plan_probe<I: IndexTable>(
-    mut p: Planner<'_, I>,
+    mut p: Planner<'_, '_, I>,
     unresolved: Vec<u64>,
 ) -> Result<Plan, ProxyError> {
     let shards = table_shards(p.config(), None);
@@ -200,7 +203,7 @@ pub(super) fn plan_probe<I: IndexTable>(
 /// Sets the merge's offset, limit and row cap from the statement's values; returns the
 /// LIMIT each shard gets (offset + count) when it is pushed down.
 fn bind_limit<I: IndexTable>(
-    p: &Planner<'_, I>,
+    p: &Planner<'_, '_, I>,
     multi: &MultiShard,
     merge: &mut MergeSpec,
 ) -> Result<Option<u64>, ProxyError> {
@@ -258,7 +261,7 @@ fn bind_limit<I: IndexTable>(
 /// before `FROM`, the removed clauses, and `LIMIT offset + count` when pushed down; with
 /// `blank_computed`, `NULL` for the select items the merge computes.
 fn multi_step<I: IndexTable>(
-    p: &Planner<'_, I>,
+    p: &Planner<'_, '_, I>,
     shard: u32,
     multi: &MultiShard,
     pushed_limit: Option<u64>,

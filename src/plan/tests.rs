@@ -124,7 +124,7 @@ async fn plan_with(
         scatter,
         now_ms: NOW,
     };
-    plan(r, &inputs).await
+    plan(r, &inputs).await.map_err(ProxyError::from)
 }
 
 fn shards(plan: &Plan) -> Vec<u32> {

@@ -307,6 +307,8 @@ impl<I: IndexTable> Router<I> {
             (CachedRoute::Channel(indexed), Some(claimed))
                 if write && indexed != claimed.channel && !claimed.region_only =>
             {
+                // The index answered (and counts so); the statement is refused.
+                fx.layers.push(layer);
                 return Err(ProxyError::unroutable(format!(
                     "the route context names {} but the index table says order {id} belongs to {}; refusing the write",
                     self.config.channel(claimed.channel).name,

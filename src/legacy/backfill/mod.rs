@@ -179,7 +179,7 @@ impl Run<'_> {
         let tables = Tables { items: false };
         let total = self
             .sources
-            .estimated_rows(self.config, &options.scope, tables)
+            .estimated_rows(self.config, &options.scope)
             .await;
         let mut progress = Progress::new("backfill", total, options.terminal);
         let after = self.checkpoint.after;
@@ -208,14 +208,9 @@ impl Run<'_> {
                 self.save_checkpoint().map_err(ScanError)?;
                 saved = Instant::now();
             }
-            let o = &self.outcome;
-            progress.update(scan.rows_read(), || {
-                format!("{} written, {} pruned", o.written, o.pruned)
-            });
+            progress.update(scan.rows_read(), || self.note());
         }
-        let o = &self.outcome;
-        let note = format!("{} written, {} pruned", o.written, o.pruned);
-        progress.finish(scan.rows_read(), &note);
+        progress.finish(scan.rows_read(), &self.note());
         Ok(())
     }
 
@@ -255,6 +250,16 @@ impl Run<'_> {
             Repair::PruneIndex if prunable => self.prune(fresh).await,
             Repair::NeedsPerson(f) => self.needs_person(f),
             Repair::PruneIndex | Repair::None => Ok(()),
+        }
+    }
+
+    /// The progress line's note: what was (or, in a dry run, would be) written and pruned.
+    fn note(&self) -> String {
+        let o = &self.outcome;
+        if self.options.dry_run {
+            format!("{} to write, {} to prune (dry run)", o.written, o.pruned)
+        } else {
+            format!("{} written, {} pruned", o.written, o.pruned)
         }
     }
 
