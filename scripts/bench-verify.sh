@@ -3,7 +3,8 @@
 # fills copies of the 20 shards (database rk_bench_verify, index in rk_bench_verify_meta) with
 # ROWS orders each time, a quarter of them legacy ids with index rows, one item per order,
 # then runs the release binary over them and prints rows read, rows/s and peak resident
-# memory (VmHWM, from /usr/bin/time). Memory should not grow with ROWS.
+# memory (VmHWM, from /usr/bin/time); then empties the index table and runs verify (a
+# finding per legacy order), backfill, and verify again. Memory should not grow with ROWS.
 #
 #   scripts/bench-verify.sh [ROWS...]        (default: 100000 1000000)
 #
@@ -63,7 +64,7 @@ run() { # run <label> <args...>: prints rows/s and VmHWM
     local label="$1"; shift
     /usr/bin/time -f '%e %M' -o "$work/time" target/release/routekey-proxy --config "$work/bench.toml" "$@" \
         >"$work/out" 2>"$work/err" || [[ $? == 1 ]] || { cat "$work/out" "$work/err" >&2; exit 1; }
-    read -r secs kib <"$work/time"
+    read -r secs kib < <(tail -n1 "$work/time")
     printf '%-28s %6s s %4s MiB peak RSS  %s; %s\n' "$label" "$secs" "$((kib / 1024))" \
         "$(grep -m1 -E 'rows read|rows scanned' "$work/out" | sed 's/^ *//')" \
         "$(grep -m1 -E '^total|needs a person' "$work/out" | sed 's/  */ /g')"
@@ -74,4 +75,9 @@ for n in "${sizes[@]}"; do
     fill "$n"
     run "verify ($n)" verify
     run "backfill --dry-run ($n)" index backfill --dry-run
+    # The legacy tail before a backfill: every index row missing, a finding per legacy order.
+    sql "$ds0" "TRUNCATE $meta.t_order_index"
+    run "verify, no index ($n)" verify --report "$work/findings.jsonl"
+    run "backfill ($n)" index backfill
+    run "verify after ($n)" verify
 done

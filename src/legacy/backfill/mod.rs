@@ -33,6 +33,13 @@ use crate::config::{ChannelId, Config};
 /// How often the checkpoint is saved while running (and always at the end).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
+/// Ids decided together on one fresh read of every shard, at most.
+const BATCH: usize = 500;
+
+fn interrupted() -> ScanError {
+    ScanError("interrupted".to_owned())
+}
+
 /// What `index backfill` does.
 #[derive(Debug, Clone)]
 pub struct BackfillOptions {
@@ -88,6 +95,8 @@ struct Run<'a> {
     report: Report,
     outcome: BackfillOutcome,
     checkpoint: Checkpoint,
+    /// The last id the scan handed over (the checkpoint moves here once its batch is done).
+    scanned_through: Option<u64>,
 }
 
 /// Writes missing index rows (and prunes dangling ones) over `options.scope`.
@@ -128,6 +137,7 @@ pub async fn backfill(
             ..BackfillOutcome::default()
         },
         checkpoint,
+        scanned_through: None,
     };
     // A checkpoint that cannot be written is found before anything is.
     run.save_checkpoint()?;
@@ -169,6 +179,20 @@ fn load_checkpoint(options: &BackfillOptions, config: &Config) -> Result<Checkpo
     }
 }
 
+/// Ids whose repair the scan proposed, waiting for their fresh read together.
+#[derive(Default)]
+struct Batch {
+    /// (order id, whether a prune is proposed: a dangling row inside the scope).
+    ids: Vec<(u64, bool)>,
+    first: Option<Instant>,
+}
+
+impl Batch {
+    fn due(&self) -> bool {
+        self.ids.len() >= BATCH || self.first.is_some_and(|t| t.elapsed() >= CHECKPOINT_EVERY)
+    }
+}
+
 impl Run<'_> {
     async fn scan(&mut self, stop: &Stop) -> Result<(), ScanError> {
         let options = self.options;
@@ -185,72 +209,94 @@ impl Run<'_> {
         let after = self.checkpoint.after;
         let mut scan = MergedScan::new(self.config, &options.scope, tables, after, page);
         let started = Instant::now();
+        let mut batch = Batch::default();
         let mut saved = Instant::now();
-        let interrupted = || ScanError("interrupted".to_owned());
-        while let Some(s) = stop
-            .unless(scan.next(&self.sources))
-            .await
-            .ok_or_else(interrupted)??
-        {
+        let result = loop {
+            let s = match stop.unless(scan.next(&self.sources)).await {
+                None => break Err(interrupted()),
+                Some(Err(e)) => break Err(e),
+                Some(Ok(None)) => break Ok(()),
+                Some(Ok(Some(s))) => s,
+            };
             let rows = s.orders.len() as u64 + u64::from(s.index.is_some());
             if let Some(rate) = options.rows_per_second {
                 let due =
                     started + Duration::from_secs_f64((self.outcome.scanned + rows) as f64 / rate);
-                stop.unless(tokio::time::sleep_until(due.into()))
+                if stop
+                    .unless(tokio::time::sleep_until(due.into()))
                     .await
-                    .ok_or_else(interrupted)?;
+                    .is_none()
+                {
+                    break Err(interrupted());
+                }
             }
-            self.repair(&s).await?;
+            self.propose(&s, &mut batch);
             self.outcome.scanned += rows;
             self.checkpoint.scanned += rows;
-            self.checkpoint.after = Some(s.order_id);
-            if saved.elapsed() >= CHECKPOINT_EVERY {
-                self.save_checkpoint().map_err(ScanError)?;
+            self.scanned_through = Some(s.order_id);
+            if batch.due() || (batch.ids.is_empty() && saved.elapsed() >= CHECKPOINT_EVERY) {
+                if let Err(e) = self.flush(&mut batch).await {
+                    break Err(e);
+                }
                 saved = Instant::now();
             }
             progress.update(scan.rows_read(), || self.note());
-        }
+        };
+        // What was proposed before a stop is still done (its ids count as handled); after a
+        // failed read of the scan, too, when the datasources answer.
+        let flushed = self.flush(&mut batch).await;
         progress.finish(scan.rows_read(), &self.note());
-        Ok(())
+        result.and(flushed)
     }
 
-    /// What the scan shows for one id, decided on a fresh read of every shard.
-    async fn repair(&mut self, s: &Sightings) -> Result<(), ScanError> {
-        let scope = &self.options.scope;
+    /// Adds the id to the batch when the scan shows something to repair or report.
+    fn propose(&self, s: &Sightings, batch: &mut Batch) {
         let proposed = self.checker.repair(s);
-        let conflicts = self.checker.check(s, scope);
-        let conflict = conflicts
+        let findings = self.checker.check(s, &self.options.scope);
+        let conflict = findings
             .iter()
             .any(|f| f.kind == FindingKind::IndexConflict);
         let prunable = proposed == Repair::PruneIndex
             && self.options.prune_dangling
             // Dangling inside the scope: its channel routes it to a scanned shard.
-            && !conflicts.is_empty();
-        if !(conflict
+            && !findings.is_empty();
+        if conflict
             || prunable
-            || matches!(proposed, Repair::WriteIndex(_) | Repair::NeedsPerson(_)))
+            || matches!(proposed, Repair::WriteIndex(_) | Repair::NeedsPerson(_))
         {
-            return Ok(());
+            batch.first.get_or_insert_with(Instant::now);
+            batch.ids.push((s.order_id, prunable));
         }
-        let fresh = self
-            .sources
-            .sightings_of(self.config, &[s.order_id])
-            .await?;
-        let Some(fresh) = fresh.get(&s.order_id) else {
-            return Ok(());
-        };
-        let everything = Scope::new(self.config, None, &[]).map_err(ScanError)?;
-        for f in self.checker.check(fresh, &everything) {
-            if f.kind == FindingKind::IndexConflict {
-                self.needs_person(f)?;
+    }
+
+    /// Decides the batch on a fresh read of every shard, writes and prunes what is still
+    /// to do, then moves the checkpoint to the last id scanned and saves it.
+    async fn flush(&mut self, batch: &mut Batch) -> Result<(), ScanError> {
+        if !batch.ids.is_empty() {
+            let ids: Vec<u64> = batch.ids.iter().map(|(id, _)| *id).collect();
+            let fresh = self.sources.sightings_of(self.config, &ids).await?;
+            let everything = Scope::new(self.config, None, &[]).map_err(ScanError)?;
+            let (mut writes, mut prunes) = (Vec::new(), Vec::new());
+            for (id, prunable) in std::mem::take(&mut batch.ids) {
+                let Some(s) = fresh.get(&id) else { continue };
+                for f in self.checker.check(s, &everything) {
+                    if f.kind == FindingKind::IndexConflict {
+                        self.needs_person(f)?;
+                    }
+                }
+                match self.checker.repair(s) {
+                    Repair::WriteIndex(ch) => writes.push((id, ch)),
+                    Repair::PruneIndex if prunable => prunes.push(s.clone()),
+                    Repair::NeedsPerson(f) => self.needs_person(f)?,
+                    Repair::PruneIndex | Repair::None => {}
+                }
             }
+            batch.first = None;
+            self.write_indexes(&writes).await?;
+            self.prune(&prunes).await?;
         }
-        match self.checker.repair(fresh) {
-            Repair::WriteIndex(ch) => self.write_index(s.order_id, ch).await,
-            Repair::PruneIndex if prunable => self.prune(fresh).await,
-            Repair::NeedsPerson(f) => self.needs_person(f),
-            Repair::PruneIndex | Repair::None => Ok(()),
-        }
+        self.checkpoint.after = self.scanned_through.or(self.checkpoint.after);
+        self.save_checkpoint().map_err(ScanError)
     }
 
     /// The progress line's note: what was (or, in a dry run, would be) written and pruned.
@@ -268,17 +314,39 @@ impl Run<'_> {
         self.report.add(f).map_err(|e| ScanError(e.to_string()))
     }
 
-    async fn write_index(&mut self, id: u64, ch: ChannelId) -> Result<(), ScanError> {
-        if self.options.dry_run {
-            self.outcome.written += 1;
+    /// Writes the index rows of one batch: one multi-row INSERT; when a row exists
+    /// meanwhile (the whole statement is then refused), row by row.
+    async fn write_indexes(&mut self, rows: &[(u64, ChannelId)]) -> Result<(), ScanError> {
+        if rows.is_empty() {
             return Ok(());
         }
+        if self.options.dry_run {
+            self.outcome.written += rows.len() as u64;
+            return Ok(());
+        }
+        let named: Vec<(u64, &str)> = rows
+            .iter()
+            .map(|(id, ch)| (*id, self.config.channel(*ch).name.as_str()))
+            .collect();
+        if self.writes.insert_all(&self.sources, &named).await? {
+            self.outcome.written += rows.len() as u64;
+            self.checkpoint.written += rows.len() as u64;
+            self.forget_cached(rows.iter().map(|(id, _)| *id)).await;
+            return Ok(());
+        }
+        for (id, ch) in rows {
+            self.write_index(*id, *ch).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_index(&mut self, id: u64, ch: ChannelId) -> Result<(), ScanError> {
         let name = self.config.channel(ch).name.clone();
         match self.writes.insert(&self.sources, id, &name).await? {
             Written::Inserted => {
                 self.outcome.written += 1;
                 self.checkpoint.written += 1;
-                self.forget_cached(id).await;
+                self.forget_cached([id]).await;
                 Ok(())
             }
             Written::Present => {
@@ -298,32 +366,34 @@ impl Run<'_> {
         }
     }
 
-    async fn prune(&mut self, fresh: &Sightings) -> Result<(), ScanError> {
+    /// Deletes the dangling index rows of one batch that are older than `--min-age`.
+    async fn prune(&mut self, dangling: &[Sightings]) -> Result<(), ScanError> {
+        if dangling.is_empty() {
+            return Ok(());
+        }
         let min_age = self.options.min_age;
         if self.options.dry_run {
-            match fresh.index.as_ref().and_then(|i| i.age) {
-                Some(age) if age >= min_age => self.outcome.pruned += 1,
-                _ => self.outcome.kept_young += 1,
+            for s in dangling {
+                match s.index.as_ref().and_then(|i| i.age) {
+                    Some(age) if age >= min_age => self.outcome.pruned += 1,
+                    _ => self.outcome.kept_young += 1,
+                }
             }
             return Ok(());
         }
-        if self
-            .writes
-            .prune(&self.sources, fresh.order_id, min_age)
-            .await?
-        {
-            self.outcome.pruned += 1;
-            self.checkpoint.pruned += 1;
-            self.forget_cached(fresh.order_id).await;
-        } else {
-            self.outcome.kept_young += 1;
-        }
+        let ids: Vec<u64> = dangling.iter().map(|s| s.order_id).collect();
+        let pruned = self.writes.prune(&self.sources, &ids, min_age).await?;
+        self.outcome.pruned += pruned;
+        self.checkpoint.pruned += pruned;
+        self.outcome.kept_young += ids.len() as u64 - pruned;
+        self.forget_cached(ids).await;
         Ok(())
     }
 
-    async fn forget_cached(&mut self, id: u64) {
-        if !self.writes.forget_cached(id).await {
-            self.outcome.cache_errors += 1;
+    async fn forget_cached(&mut self, ids: impl IntoIterator<Item = u64>) {
+        let ids: Vec<u64> = ids.into_iter().collect();
+        if !self.writes.forget_cached(&ids).await {
+            self.outcome.cache_errors += ids.len() as u64;
         }
     }
 

@@ -25,9 +25,13 @@ pub enum Written {
 /// The statements of the index table.
 pub struct IndexWrites {
     datasource: usize,
+    table: String,
+    /// `(order id column, channel column)`, quoted.
+    columns: (String, String),
     insert: String,
     channel_of: String,
-    prune: String,
+    /// The prune's condition on age, after `WHERE id IN (...)`.
+    older_than: String,
     redis: Option<redis::aio::MultiplexedConnection>,
     shard_map_version: u64,
 }
@@ -50,9 +54,9 @@ impl IndexWrites {
             datasource: ix.datasource.0 as usize,
             insert: format!("INSERT INTO {table} ({id}, {channel}) VALUES (?, ?)"),
             channel_of: format!("SELECT {channel} FROM {table} WHERE {id} = ?"),
-            prune: format!(
-                "DELETE FROM {table} WHERE {id} = ? AND {created} < NOW(6) - INTERVAL ? MICROSECOND"
-            ),
+            older_than: format!("{created} < NOW(6) - INTERVAL ? MICROSECOND"),
+            table,
+            columns: (id, channel),
             redis: redis_connection(config).await,
             shard_map_version: config.sharding.shard_map_version,
         }
@@ -89,37 +93,83 @@ impl IndexWrites {
         })
     }
 
-    /// Deletes the index row of `order_id` when it is older than `min_age` by the server's
-    /// clock; returns whether it did.
+    /// Writes every row in one statement; `false` when a row exists already (the server
+    /// then writes none of them: the caller goes row by row).
+    ///
+    /// # Errors
+    /// The index table cannot be written.
+    pub async fn insert_all(
+        &self,
+        sources: &Sources,
+        rows: &[(u64, &str)],
+    ) -> Result<bool, ScanError> {
+        let (id, channel) = &self.columns;
+        let values = vec!["(?, ?)"; rows.len()].join(", ");
+        let sql = format!(
+            "INSERT INTO {} ({id}, {channel}) VALUES {values}",
+            self.table
+        );
+        let params: Vec<mysql_async::Value> = rows
+            .iter()
+            .flat_map(|(id, ch)| [(*id).into(), (*ch).into()])
+            .collect();
+        let pool = sources.pool(self.datasource);
+        sources
+            .bounded("index table", async {
+                let mut conn = pool.get_conn().await?;
+                match conn.exec_drop(sql, params).await {
+                    Ok(()) => Ok(true),
+                    Err(mysql_async::Error::Server(e)) if e.code == 1062 => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+    }
+
+    /// Deletes the index rows of `order_ids` that are older than `min_age` by the server's
+    /// clock (the age test is part of the `DELETE`); returns how many it deleted.
     ///
     /// # Errors
     /// The index table cannot be written.
     pub async fn prune(
         &self,
         sources: &Sources,
-        order_id: u64,
+        order_ids: &[u64],
         min_age: Duration,
-    ) -> Result<bool, ScanError> {
+    ) -> Result<u64, ScanError> {
         let micros = u64::try_from(min_age.as_micros()).unwrap_or(u64::MAX);
+        let list = order_ids
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let sql = format!(
+            "DELETE FROM {} WHERE {} IN ({list}) AND {}",
+            self.table, self.columns.0, self.older_than
+        );
         let pool = sources.pool(self.datasource);
-        let affected = sources
+        sources
             .bounded("index table", async {
                 let mut conn = pool.get_conn().await?;
-                conn.exec_drop(&self.prune, (order_id, micros)).await?;
+                conn.exec_drop(sql, (micros,)).await?;
                 Ok(conn.affected_rows())
             })
-            .await?;
-        Ok(affected == 1)
+            .await
     }
 
-    /// Deletes the shared cache's entry for `order_id`, so the next lookup reads the index;
-    /// returns whether it could (no tier configured counts as done).
-    pub async fn forget_cached(&mut self, order_id: u64) -> bool {
+    /// Deletes the shared cache's entries of `order_ids`, so their next lookup reads the
+    /// index; returns whether it could (no tier configured counts as done).
+    pub async fn forget_cached(&mut self, order_ids: &[u64]) -> bool {
         let Some(redis) = &mut self.redis else {
             return true;
         };
-        let key = shared_key(self.shard_map_version, order_id);
-        let del = redis::cmd("DEL").arg(key).to_owned();
+        if order_ids.is_empty() {
+            return true;
+        }
+        let mut del = redis::cmd("DEL");
+        for id in order_ids {
+            del.arg(shared_key(self.shard_map_version, *id));
+        }
         let done = tokio::time::timeout(Duration::from_secs(1), del.query_async::<i64>(redis));
         matches!(done.await, Ok(Ok(_)))
     }
