@@ -87,7 +87,9 @@ impl LeaseStore {
             .client_found_rows(true)
             .pool_opts(
                 mysql_async::PoolOpts::default()
-                    .with_constraints(mysql_async::PoolConstraints::new(0, 2).unwrap_or_default()),
+                    .with_constraints(mysql_async::PoolConstraints::new(0, 2).unwrap_or_default())
+                    // Kept between renewals (mysql_async's default 0 closes each one on return).
+                    .with_inactive_connection_ttl(std::time::Duration::from_secs(60)),
             );
         let quote = |n: &str| format!("`{}`", n.replace('`', "``"));
         Self {

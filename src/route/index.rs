@@ -67,8 +67,15 @@ pub struct MysqlIndexTable {
     timeout: Duration,
 }
 
+/// How long an idle control-path connection is kept for reuse. mysql_async's default (0)
+/// closes every connection above the pool's minimum as soon as it is returned: one new TCP
+/// connection and login per index lookup.
+pub const CONTROL_IDLE_TTL: Duration = Duration::from_secs(60);
+
 /// Connection options of the control path (mysql_async) to datasource `ds`, in a pool of
-/// at most `max_connections` connections opened on first use.
+/// at most `max_connections` connections opened on first use and kept idle for
+/// [`CONTROL_IDLE_TTL`]. Connections are not reset when returned: the control path sets no
+/// session state (a reset is one more round trip per use).
 pub fn control_opts(ds: &Datasource, max_connections: usize) -> mysql_async::OptsBuilder {
     let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
     mysql_async::OptsBuilder::default()
@@ -76,9 +83,15 @@ pub fn control_opts(ds: &Datasource, max_connections: usize) -> mysql_async::Opt
         .tcp_port(port.parse().unwrap_or(3306))
         .user(Some(ds.user.clone()))
         .pass(Some(ds.password.clone()))
-        .pool_opts(mysql_async::PoolOpts::default().with_constraints(
-            mysql_async::PoolConstraints::new(0, max_connections.max(1)).unwrap_or_default(),
-        ))
+        .pool_opts(
+            mysql_async::PoolOpts::default()
+                .with_constraints(
+                    mysql_async::PoolConstraints::new(0, max_connections.max(1))
+                        .unwrap_or_default(),
+                )
+                .with_inactive_connection_ttl(CONTROL_IDLE_TTL)
+                .with_reset_connection(false),
+        )
 }
 
 /// An index table that cannot answer is a datasource the client cannot reach (1429).
@@ -152,8 +165,10 @@ impl IndexTable for MysqlIndexTable {
             })
             .await;
         match inserted {
-            Ok(1) => Ok(channel.to_owned()),
-            // Touched (or left alone when it names another channel): read what it says.
+            // Inserted; or (2) an existing row naming this channel, marked young.
+            Ok(1 | 2) => Ok(channel.to_owned()),
+            // A row naming another channel (left alone), or one already marked this very
+            // microsecond: read what it says.
             Ok(_) => self.lookup(order_id).await?.ok_or_else(|| {
                 IndexError(format!("row for {order_id} vanished after a duplicate key"))
             }),
