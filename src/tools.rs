@@ -157,19 +157,31 @@ fn control_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A flag the first Ctrl-C (SIGINT) sets, so a run stops between two order ids; a second
-/// one ends the process at once (status 130).
+/// A stop the first Ctrl-C (SIGINT) or SIGTERM asks for, so a run stops between two order
+/// ids with its report and checkpoint written; a second signal ends the process at once
+/// (status 130).
 fn stop_on_ctrl_c() -> std::sync::Arc<crate::legacy::Stop> {
+    use tokio::signal::unix::{SignalKind, signal};
     let stop = std::sync::Arc::new(crate::legacy::Stop::default());
     let flag = stop.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("stopping after the current order id (Ctrl-C again to abort at once)");
-            flag.request();
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
         }
-        if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(130);
+        eprintln!("stopping after the current order id (Ctrl-C again to abort at once)");
+        flag.request();
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
         }
+        std::process::exit(130);
     });
     stop
 }

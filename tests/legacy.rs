@@ -741,3 +741,87 @@ async fn backfill_never_indexes_an_id_issued_while_it_runs() {
     assert_eq!(f.indexed(id).await, None, "a decodable id got an index row");
     f.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_and_resumed_backfill_reports_each_row_left_to_a_person_once() {
+    let f = Fixture::new("stopreport").await;
+    unindexed_orders(&f, 60).await;
+    // Legacy EU orders on GLOBAL shards: their channel does not route them where they are.
+    let mut misplaced = BTreeSet::new();
+    for _ in 0..60 {
+        let id = fresh_legacy_id();
+        f.order(expected_shard("GLOBAL_CHANNEL", id), id, "EU_CHANNEL")
+            .await;
+        misplaced.insert(id);
+    }
+    let dir = std::env::temp_dir();
+    let ckpt = dir.join(format!("rk-stopreport-{}.json", std::process::id()));
+    let report = dir.join(format!("rk-stopreport-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&ckpt);
+    let args = [
+        "index",
+        "backfill",
+        "--checkpoint",
+        ckpt.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    // 120 rows at 40 rows/s, stopped by SIGTERM (as Kubernetes stops a job) after ~1 s.
+    let child = Command::new(BIN)
+        .arg("--config")
+        .arg(&f.path)
+        .args(args)
+        .args(["--rows-per-second", "40"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let first = child.wait_with_output().unwrap();
+    assert_eq!(first.status.code(), Some(2), "{}", text(&first));
+    let second = f.run(&args);
+    assert_eq!(second.status.code(), Some(1), "{}", text(&second));
+    let lines = std::fs::read_to_string(&report).unwrap();
+    let ids: Vec<u64> = report_lines(&report).into_iter().map(|l| l.1).collect();
+    assert_eq!(
+        lines.lines().count(),
+        60,
+        "{}\n{}",
+        text(&first),
+        text(&second)
+    );
+    assert_eq!(ids.into_iter().collect::<BTreeSet<_>>(), misplaced);
+    assert_eq!(f.index_rows().await, 60);
+    let _ = std::fs::remove_file(ckpt);
+    let _ = std::fs::remove_file(report);
+    f.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_keeps_the_index_row_of_items_whose_order_was_deleted() {
+    let f = Fixture::new("orphans").await;
+    let cn = "CN_CHANNEL";
+    let id = fresh_legacy_id();
+    f.item(expected_shard(cn, id), id).await;
+    f.index(id, cn, 7200).await;
+    let out = f.run(&["index", "backfill", "--prune-dangling"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(summary_number(&out, "dangling pruned"), 0, "{}", text(&out));
+    assert_eq!(summary_number(&out, "needs a person"), 1, "{}", text(&out));
+    assert_eq!(f.indexed(id).await.as_deref(), Some(cn));
+    // Through the proxy the items are still found by their order id.
+    let h = Harness::start_with(f.config.clone()).await;
+    let mut app = h.client().await;
+    let sql = format!("SELECT item_no FROM t_order_item WHERE order_id = {id}");
+    assert_eq!(rows(&mut app, &sql).await.len(), 2);
+    drop(app);
+    h.stop().await;
+    f.drop().await;
+}

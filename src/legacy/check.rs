@@ -197,6 +197,9 @@ impl<'a> Checker<'a> {
     pub fn check(&self, s: &Sightings, scope: &Scope) -> Vec<Finding> {
         let route = self.route(s);
         let mut out = match s.orders.as_slice() {
+            // An index row beside items whose order is gone still finds those items: the
+            // items are the finding (orphans), not the index row.
+            [] if !s.items.is_empty() => Vec::new(),
             [] => self.dangling(s, route, scope).into_iter().collect(),
             [row] => self.order_row(s, row, route),
             rows => vec![self.duplicate(s, rows, route)],
@@ -362,7 +365,16 @@ impl<'a> Checker<'a> {
     pub fn repair(&self, s: &Sightings) -> Repair {
         let decodes = self.decodes(s.order_id).is_some();
         match (s.orders.as_slice(), &s.index) {
-            ([], Some(_)) => Repair::PruneIndex,
+            ([], Some(_)) if s.items.is_empty() => Repair::PruneIndex,
+            // The index row still finds the orphan items: kept, and reported.
+            ([], Some(_)) => match self
+                .check(s, &Scope::everything(self.config))
+                .into_iter()
+                .next()
+            {
+                Some(orphan) => Repair::NeedsPerson(orphan),
+                None => Repair::None,
+            },
             ([row], None) if !decodes => match self.backfill_channel(s.order_id, row) {
                 Ok(ch) => Repair::WriteIndex(ch),
                 Err(_) => Repair::NeedsPerson(self.missing_index(s.order_id, row)),

@@ -22,6 +22,9 @@ pub struct Checkpoint {
     pub written: u64,
     /// Dangling index rows deleted, over every run so far.
     pub pruned: u64,
+    /// Rows left to a person (in the report), over every run so far.
+    #[serde(default)]
+    pub needs_person: u64,
 }
 
 impl Checkpoint {
@@ -68,6 +71,7 @@ mod tests {
             scanned: 7,
             written: 3,
             pruned: 1,
+            needs_person: 2,
         };
         c.save(&path).unwrap();
         assert_eq!(Checkpoint::load(&path).unwrap(), Some(c));

@@ -77,12 +77,22 @@ impl Scope {
         if set.is_empty() {
             return Err(format!("{} leave no shard to scan", label.join(" and ")));
         }
-        let label = if label.is_empty() {
+        // Named by the shards it reads, however they were asked for: a checkpoint compares it.
+        let label = if set.len() == count as usize {
             "all shards".to_owned()
         } else {
-            label.join(", ")
+            format!("shards {}", ranges(&set))
         };
         Ok(Self { shards: set, label })
+    }
+
+    /// Every shard of `config`.
+    pub fn everything(config: &Config) -> Self {
+        let count = config.sharding.shards.len() as u32;
+        Self {
+            shards: (0..count).collect(),
+            label: "all shards".to_owned(),
+        }
     }
 
     /// Whether the run reads `shard`.
@@ -99,6 +109,24 @@ impl Scope {
     pub fn is_everything(&self, config: &Config) -> bool {
         self.shards.len() == config.sharding.shards.len()
     }
+}
+
+/// `0-3,9,12-13`: consecutive shard numbers as ranges.
+fn ranges(set: &BTreeSet<u32>) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut iter = set.iter().copied().peekable();
+    while let Some(first) = iter.next() {
+        let mut last = first;
+        while iter.peek() == Some(&(last + 1)) {
+            last = iter.next().unwrap_or(last);
+        }
+        out.push(if first == last {
+            first.to_string()
+        } else {
+            format!("{first}-{last}")
+        });
+    }
+    out.join(",")
 }
 
 impl fmt::Display for Scope {
@@ -167,6 +195,13 @@ mod tests {
         assert_eq!(eu.shards().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
         let one = Scope::new(&c, Some("GLOBAL_CHANNEL"), &[5, 9]).unwrap();
         assert_eq!(one.shards().collect::<Vec<_>>(), vec![5]);
+        // Named by its shards, however they were asked for.
+        assert_eq!(eu.to_string(), "shards 0-3");
+        assert_eq!(Scope::new(&c, None, &[3, 1, 0, 2]).unwrap(), eu);
+        assert_eq!(
+            Scope::new(&c, None, &[9, 12, 13, 0]).unwrap().to_string(),
+            "shards 0,9,12-13"
+        );
         assert!(Scope::new(&c, Some("EU_CHANNEL"), &[9]).is_err());
         assert!(Scope::new(&c, Some("NOPE"), &[]).is_err());
         assert!(Scope::new(&c, None, &[20]).is_err());

@@ -20,15 +20,25 @@ pub struct Report {
 }
 
 impl Report {
-    /// A report writing JSON lines to `path` (created or truncated) when given.
+    /// A report writing JSON lines to `path` when given: a new file (an existing one is
+    /// truncated), or with `append` (a resumed run) added to the end of what is there.
     ///
     /// # Errors
-    /// The file cannot be created.
-    pub fn create(path: Option<&Path>) -> io::Result<Self> {
+    /// The file cannot be created or opened.
+    pub fn create(path: Option<&Path>, append: bool) -> io::Result<Self> {
         let file = match path {
-            Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| {
-                io::Error::new(e.kind(), format!("--report {}: {e}", p.display()))
-            })?)),
+            Some(p) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .append(append)
+                    .truncate(!append)
+                    .open(p)
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("--report {}: {e}", p.display()))
+                    })?;
+                Some(BufWriter::new(file))
+            }
             None => None,
         };
         Ok(Self {
@@ -65,13 +75,15 @@ impl Report {
         self.counts.values().sum()
     }
 
-    /// Flushes the report file.
+    /// Flushes the report file (before a checkpoint is saved, and at the end).
     ///
     /// # Errors
     /// The report file cannot be written.
-    pub fn finish(&mut self) -> io::Result<()> {
+    pub fn flush(&mut self) -> io::Result<()> {
         match &mut self.file {
-            Some(f) => f.flush(),
+            Some(f) => f
+                .flush()
+                .map_err(|e| io::Error::new(e.kind(), format!("--report: {e}"))),
             None => Ok(()),
         }
     }
@@ -116,7 +128,7 @@ mod tests {
     #[test]
     fn findings_are_json_lines_and_counted() {
         let path = std::env::temp_dir().join(format!("rk-report-{}.jsonl", std::process::id()));
-        let mut r = Report::create(Some(&path)).unwrap();
+        let mut r = Report::create(Some(&path), false).unwrap();
         for id in [7, 8] {
             r.add(Finding {
                 kind: FindingKind::WrongShard,
@@ -127,7 +139,7 @@ mod tests {
             })
             .unwrap();
         }
-        r.finish().unwrap();
+        r.flush().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<serde_json::Value> = text
             .lines()

@@ -96,13 +96,14 @@ struct Run<'a> {
 /// Scans `options.scope` and reports what is wrong (each finding checked twice).
 ///
 /// # Errors
-/// The report file cannot be created or written.
+/// The report file cannot be created (nothing was scanned). A report that cannot be
+/// written later ends the run as incomplete.
 pub async fn verify(
     config: &Config,
     options: &VerifyOptions,
     stop: &Stop,
 ) -> Result<VerifyOutcome, String> {
-    let report = Report::create(options.report.as_deref()).map_err(|e| e.to_string())?;
+    let report = Report::create(options.report.as_deref(), false).map_err(|e| e.to_string())?;
     let tables = Tables { items: true };
     let streams = config.sharding.binding_tables.len() * options.scope.shards().count() + 1;
     let mut run = Run {
@@ -143,13 +144,18 @@ pub async fn verify(
     // The rest get their second look now (at once when the run was cut short).
     let wait = error.is_none();
     if let Err(e) = run.recheck_all(wait, stop).await {
-        run.report_unchecked(&e)?;
+        if let Err(e) = run.report_unchecked(&e) {
+            error.get_or_insert(e);
+        }
         error.get_or_insert(e.0);
     }
     let found = run.report.total();
     progress.finish(scan.rows_read(), &format!("{found} finding(s)"));
     run.sources.disconnect().await;
-    run.report.finish().map_err(|e| e.to_string())?;
+    // A report that cannot be written leaves the run incomplete (its summary still prints).
+    if let Err(e) = run.report.flush() {
+        error.get_or_insert(e.to_string());
+    }
     Ok(VerifyOutcome {
         report: run.report,
         rows_read: scan.rows_read(),
@@ -210,8 +216,14 @@ impl Run<'_> {
         }
         let n = self.suspects.len().min(RECHECK_BATCH);
         let ids: Vec<u64> = self.suspects.iter().take(n).map(|s| s.order_id).collect();
-        let fresh = self.sources.sightings_of(self.config, &ids).await?;
-        let everything = Scope::new(self.config, None, &[]).map_err(ScanError)?;
+        let fresh = match stop
+            .unless(self.sources.sightings_of(self.config, &ids))
+            .await
+        {
+            Some(fresh) => fresh?,
+            None => return Err(ScanError("interrupted".to_owned())),
+        };
+        let everything = Scope::everything(self.config);
         let batch: Vec<Suspect> = self.suspects.drain(..n).collect();
         for suspect in &batch {
             let Some(s) = fresh.get(&suspect.order_id) else {

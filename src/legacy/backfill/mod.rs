@@ -97,6 +97,8 @@ struct Run<'a> {
     checkpoint: Checkpoint,
     /// The last id the scan handed over (the checkpoint moves here once its batch is done).
     scanned_through: Option<u64>,
+    /// Findings of the batch being decided, reported when it is done.
+    unreported: Vec<Finding>,
 }
 
 /// Writes missing index rows (and prunes dangling ones) over `options.scope`.
@@ -123,7 +125,9 @@ pub async fn backfill(
         return Err("--rows-per-second must be at least 0.001".to_owned());
     }
     let checkpoint = load_checkpoint(options, config)?;
-    let report = Report::create(options.report.as_deref()).map_err(|e| e.to_string())?;
+    // A resumed run adds to the report of the runs before it.
+    let resuming = checkpoint.after.is_some();
+    let report = Report::create(options.report.as_deref(), resuming).map_err(|e| e.to_string())?;
     let streams = options.scope.shards().count() + 2;
     let mut run = Run {
         config,
@@ -138,20 +142,24 @@ pub async fn backfill(
         },
         checkpoint,
         scanned_through: None,
+        unreported: Vec::new(),
     };
     // A checkpoint that cannot be written is found before anything is.
     run.save_checkpoint()?;
     let started = Instant::now();
     let result = run.scan(stop).await;
     run.outcome.elapsed = started.elapsed();
+    if run.outcome.resumed_after.is_some() {
+        run.outcome.needs_person_total = Some(run.checkpoint.needs_person);
+    }
+    // Finished only when the scan ended and its report is on disk.
+    let result = result.and_then(|()| run.report.flush().map_err(|e| ScanError(e.to_string())));
     run.checkpoint.finished = result.is_ok();
     run.outcome.error = result.err().map(|e| e.0);
-    let saved = run.save_checkpoint();
-    run.report.finish().map_err(|e| e.to_string())?;
-    run.sources.disconnect().await;
-    if let Err(e) = saved {
+    if let Err(e) = run.save_checkpoint() {
         run.outcome.error.get_or_insert(e);
     }
+    run.sources.disconnect().await;
     Ok(run.outcome)
 }
 
@@ -235,16 +243,20 @@ impl Run<'_> {
             self.checkpoint.scanned += rows;
             self.scanned_through = Some(s.order_id);
             if batch.due() || (batch.ids.is_empty() && saved.elapsed() >= CHECKPOINT_EVERY) {
-                if let Err(e) = self.flush(&mut batch).await {
-                    break Err(e);
+                match stop.unless(self.flush(&mut batch)).await {
+                    Some(Ok(())) => saved = Instant::now(),
+                    Some(Err(e)) => break Err(e),
+                    None => break Err(interrupted()),
                 }
-                saved = Instant::now();
             }
             progress.update(scan.rows_read(), || self.note());
         };
-        // What was proposed before a stop is still done (its ids count as handled); after a
-        // failed read of the scan, too, when the datasources answer.
-        let flushed = self.flush(&mut batch).await;
+        // What was proposed is done now, unless a stop was asked for: then the checkpoint
+        // stays before it, and a resumed run proposes it again.
+        let flushed = match stop.unless(self.flush(&mut batch)).await {
+            Some(flushed) => flushed,
+            None => Err(interrupted()),
+        };
         progress.finish(scan.rows_read(), &self.note());
         result.and(flushed)
     }
@@ -272,10 +284,11 @@ impl Run<'_> {
     /// Decides the batch on a fresh read of every shard, writes and prunes what is still
     /// to do, then moves the checkpoint to the last id scanned and saves it.
     async fn flush(&mut self, batch: &mut Batch) -> Result<(), ScanError> {
+        self.unreported.clear();
         if !batch.ids.is_empty() {
             let ids: Vec<u64> = batch.ids.iter().map(|(id, _)| *id).collect();
             let fresh = self.sources.sightings_of(self.config, &ids).await?;
-            let everything = Scope::new(self.config, None, &[]).map_err(ScanError)?;
+            let everything = Scope::everything(self.config);
             let (mut writes, mut prunes) = (Vec::new(), Vec::new());
             for (id, prunable) in std::mem::take(&mut batch.ids) {
                 let Some(s) = fresh.get(&id) else { continue };
@@ -295,6 +308,15 @@ impl Run<'_> {
             self.write_indexes(&writes).await?;
             self.prune(&prunes).await?;
         }
+        // From here on nothing waits, so a stop cannot cut it: the batch's findings, the
+        // report on disk, then the checkpoint (it never claims more than the report holds).
+        let found = std::mem::take(&mut self.unreported);
+        self.outcome.needs_person += found.len() as u64;
+        self.checkpoint.needs_person += found.len() as u64;
+        for f in found {
+            self.report.add(f).map_err(|e| ScanError(e.to_string()))?;
+        }
+        self.report.flush().map_err(|e| ScanError(e.to_string()))?;
         self.checkpoint.after = self.scanned_through.or(self.checkpoint.after);
         self.save_checkpoint().map_err(ScanError)
     }
@@ -309,9 +331,11 @@ impl Run<'_> {
         }
     }
 
+    /// Keeps a finding for the report; it is written with the checkpoint that moves past
+    /// its batch, so a batch cut short by a stop is reported once, by the resumed run.
     fn needs_person(&mut self, f: Finding) -> Result<(), ScanError> {
-        self.outcome.needs_person += 1;
-        self.report.add(f).map_err(|e| ScanError(e.to_string()))
+        self.unreported.push(f);
+        Ok(())
     }
 
     /// Writes the index rows of one batch: one multi-row INSERT; when a row exists

@@ -22,6 +22,8 @@ pub struct BackfillOutcome {
     /// Rows left to a person (reported): index rows naming another channel, legacy rows
     /// whose channel does not match their shard, duplicates.
     pub needs_person: u64,
+    /// For a resumed run, rows left to a person over every run of its checkpoint.
+    pub needs_person_total: Option<u64>,
     /// Redis keys that could not be deleted (they expire at `cache.ttl`).
     pub cache_errors: u64,
     /// The order id the run resumed above (`None` from the start).
@@ -31,9 +33,13 @@ pub struct BackfillOutcome {
 }
 
 impl BackfillOutcome {
-    /// The exit status: 0 done, 1 done with rows left to a person, 2 not finished.
+    /// The exit status: 0 done, 1 done with rows left to a person (by any run of its
+    /// checkpoint), 2 not finished.
     pub fn exit_code(&self) -> u8 {
-        match (&self.error, self.needs_person) {
+        match (
+            &self.error,
+            self.needs_person_total.unwrap_or(self.needs_person),
+        ) {
             (Some(_), _) => 2,
             (None, 0) => 0,
             (None, _) => 1,
@@ -86,7 +92,16 @@ impl BackfillOutcome {
                 ),
             ));
         }
-        lines.push(("needs a person", self.needs_person.to_string()));
+        lines.push((
+            "needs a person",
+            match self.needs_person_total {
+                Some(total) => format!(
+                    "{} ({total} over every run of the checkpoint)",
+                    self.needs_person
+                ),
+                None => self.needs_person.to_string(),
+            },
+        ));
         if self.cache_errors > 0 {
             lines.push((
                 "Redis keys kept",

@@ -227,3 +227,21 @@ fn backfill_writes_only_a_channel_that_matches_the_shard_holding_the_row() {
         Repair::NeedsPerson(f) if f.kind == FindingKind::Duplicate
     ));
 }
+
+#[test]
+fn an_index_row_that_still_finds_orphan_items_is_kept_and_the_items_reported() {
+    let c = demo();
+    let old = legacy_id(&c, 13);
+    let cn = c.channel_by_name("CN_CHANNEL").unwrap();
+    let home = c.shard_of(cn, old);
+    let mut s = seen(old, vec![], index("CN_CHANNEL", 9000));
+    s.items = vec![ItemRows {
+        table: 1,
+        shard: home,
+    }];
+    assert_eq!(kinds(&c, &s), vec![(FindingKind::OrphanItem, Some(home))]);
+    assert!(matches!(
+        Checker::new(&c, NOW).repair(&s),
+        Repair::NeedsPerson(f) if f.kind == FindingKind::OrphanItem
+    ));
+}
