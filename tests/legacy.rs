@@ -825,3 +825,46 @@ async fn a_prune_keeps_the_index_row_of_items_whose_order_was_deleted() {
     h.stop().await;
     f.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_write_failed_is_done_again_by_the_resumed_run() {
+    let f = Fixture::new("failedbatch").await;
+    unindexed_orders(&f, 50).await;
+    let ckpt = std::env::temp_dir().join(format!("rk-failedbatch-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&ckpt);
+    let ckpt = ckpt.to_str().unwrap().to_owned();
+    // Every insert into the index table waits on this lock; the backfill gives up after 1 s.
+    let mut locker = backend(0).await;
+    locker.query_drop("BEGIN").await.unwrap();
+    locker
+        .query_drop(format!(
+            "SELECT * FROM {}.t_order_index WHERE order_id >= 0 FOR UPDATE",
+            f.meta
+        ))
+        .await
+        .unwrap();
+    let out = f.run(&[
+        "index",
+        "backfill",
+        "--checkpoint",
+        &ckpt,
+        "--read-timeout",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // The checkpoint stays before the batch it could not write.
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ckpt).unwrap()).unwrap();
+    assert!(saved["after"].is_null(), "{saved}");
+    locker.query_drop("ROLLBACK").await.unwrap();
+    drop(locker);
+    // The resumed run writes what is missing (the server may have finished inserts the
+    // first run gave up waiting for: those rows are there already, and not written twice).
+    let out = f.run(&["index", "backfill", "--checkpoint", &ckpt]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(f.index_rows().await, 50, "{}", text(&out));
+    let out = f.run(&["verify", "--recheck-after", "0s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let _ = std::fs::remove_file(ckpt);
+    f.drop().await;
+}

@@ -87,9 +87,10 @@ impl LeaseStore {
             .client_found_rows(true)
             .pool_opts(
                 mysql_async::PoolOpts::default()
-                    .with_constraints(mysql_async::PoolConstraints::new(0, 2).unwrap_or_default())
-                    // Kept between renewals (mysql_async's default 0 closes each one on return).
-                    .with_inactive_connection_ttl(std::time::Duration::from_secs(60)),
+                    // A connection per renewal (every third of the lease time; mysql_async
+                    // closes it on return): a renewal never rides a connection that a
+                    // partition left half-open.
+                    .with_constraints(mysql_async::PoolConstraints::new(0, 2).unwrap_or_default()),
             );
         let quote = |n: &str| format!("`{}`", n.replace('`', "``"));
         Self {

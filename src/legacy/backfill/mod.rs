@@ -99,6 +99,8 @@ struct Run<'a> {
     scanned_through: Option<u64>,
     /// Findings of the batch being decided, reported when it is done.
     unreported: Vec<Finding>,
+    /// Rows scanned since the checkpoint last moved (added to its total when it moves).
+    scanned_since_checkpoint: u64,
 }
 
 /// Writes missing index rows (and prunes dangling ones) over `options.scope`.
@@ -143,6 +145,7 @@ pub async fn backfill(
         checkpoint,
         scanned_through: None,
         unreported: Vec::new(),
+        scanned_since_checkpoint: 0,
     };
     // A checkpoint that cannot be written is found before anything is.
     run.save_checkpoint()?;
@@ -240,7 +243,7 @@ impl Run<'_> {
             }
             self.propose(&s, &mut batch);
             self.outcome.scanned += rows;
-            self.checkpoint.scanned += rows;
+            self.scanned_since_checkpoint += rows;
             self.scanned_through = Some(s.order_id);
             if batch.due() || (batch.ids.is_empty() && saved.elapsed() >= CHECKPOINT_EVERY) {
                 match stop.unless(self.flush(&mut batch)).await {
@@ -290,7 +293,9 @@ impl Run<'_> {
             let fresh = self.sources.sightings_of(self.config, &ids).await?;
             let everything = Scope::everything(self.config);
             let (mut writes, mut prunes) = (Vec::new(), Vec::new());
-            for (id, prunable) in std::mem::take(&mut batch.ids) {
+            // The batch stays whole until its writes are done: a failed write leaves it (and
+            // the checkpoint) where it was, to be tried again.
+            for &(id, prunable) in &batch.ids {
                 let Some(s) = fresh.get(&id) else { continue };
                 for f in self.checker.check(s, &everything) {
                     if f.kind == FindingKind::IndexConflict {
@@ -304,9 +309,10 @@ impl Run<'_> {
                     Repair::PruneIndex | Repair::None => {}
                 }
             }
-            batch.first = None;
             self.write_indexes(&writes).await?;
             self.prune(&prunes).await?;
+            batch.ids.clear();
+            batch.first = None;
         }
         // From here on nothing waits, so a stop cannot cut it: the batch's findings, the
         // report on disk, then the checkpoint (it never claims more than the report holds).
@@ -318,6 +324,7 @@ impl Run<'_> {
         }
         self.report.flush().map_err(|e| ScanError(e.to_string()))?;
         self.checkpoint.after = self.scanned_through.or(self.checkpoint.after);
+        self.checkpoint.scanned += std::mem::take(&mut self.scanned_since_checkpoint);
         self.save_checkpoint().map_err(ScanError)
     }
 

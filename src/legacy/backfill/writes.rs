@@ -33,6 +33,8 @@ pub struct IndexWrites {
     /// The prune's condition on age, after `WHERE id IN (...)`.
     older_than: String,
     redis: Option<redis::aio::MultiplexedConnection>,
+    /// A shared tier is configured (its keys must be deleted, connected or not).
+    redis_configured: bool,
     shard_map_version: u64,
 }
 
@@ -58,6 +60,7 @@ impl IndexWrites {
             table,
             columns: (id, channel),
             redis: redis_connection(config).await,
+            redis_configured: config.cache.redis.is_some(),
             shard_map_version: config.sharding.shard_map_version,
         }
     }
@@ -158,14 +161,15 @@ impl IndexWrites {
     }
 
     /// Deletes the shared cache's entries of `order_ids`, so their next lookup reads the
-    /// index; returns whether it could (no tier configured counts as done).
+    /// index; returns whether it could (no tier configured counts as done; a tier that
+    /// could not be reached does not).
     pub async fn forget_cached(&mut self, order_ids: &[u64]) -> bool {
-        let Some(redis) = &mut self.redis else {
-            return true;
-        };
-        if order_ids.is_empty() {
+        if order_ids.is_empty() || !self.redis_configured {
             return true;
         }
+        let Some(redis) = &mut self.redis else {
+            return false;
+        };
         let mut del = redis::cmd("DEL");
         for id in order_ids {
             del.arg(shared_key(self.shard_map_version, *id));
