@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod lease;
+pub mod legacy;
 pub mod raw;
 pub mod redis_server;
 
