@@ -17,7 +17,8 @@
 # stopped on exit. Exits non-zero when a check fails.
 #
 # Environment: ROUTEKEY_SANDBOX_DIR, ROUTEKEY_DS0_PORT, ROUTEKEY_DS1_PORT (as sandbox.sh);
-# ROUTEKEY_PROMTEST_PORT (default 33570): the first of six ports (proxy, its admin port,
+# ROUTEKEY_PROMTEST_PORT (default 29570, below the kernel's ephemeral range so that no client
+# socket of the tests before it holds one of them): the first of six ports (proxy, its admin port,
 # peer, its admin port, Prometheus, Redis); ROUTEKEY_PROXY_BIN (default
 # target/debug/routekey-proxy); ROUTEKEY_PROMTEST_KEEP=1 keeps the temporary folder.
 set -euo pipefail
@@ -26,7 +27,7 @@ REPO="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$REPO"
 SANDBOX_DIR="${ROUTEKEY_SANDBOX_DIR:-$REPO/.sandbox}"
 case "$SANDBOX_DIR" in /*) ;; *) SANDBOX_DIR="$REPO/$SANDBOX_DIR" ;; esac
-BASE="${ROUTEKEY_PROMTEST_PORT:-33570}"
+BASE="${ROUTEKEY_PROMTEST_PORT:-29570}"
 PROXY_PORT=$BASE ADMIN_PORT=$((BASE + 1)) PEER_PORT=$((BASE + 2)) PEER_ADMIN_PORT=$((BASE + 3))
 PROM_PORT=$((BASE + 4)) REDIS_PORT=$((BASE + 5))
 PROXY_BIN="${ROUTEKEY_PROXY_BIN:-target/debug/routekey-proxy}"
