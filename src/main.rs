@@ -42,8 +42,8 @@ enum Cmd {
     Serve,
     /// Validate a configuration file and print a summary.
     CheckConfig {
-        /// The file to check.
-        file: PathBuf,
+        /// The file to check (default: the `--config` file).
+        file: Option<PathBuf>,
     },
     /// Print the fields of an order id, its channel and shard, or why it does not decode.
     Decode {
@@ -131,7 +131,7 @@ fn main() -> ExitCode {
             .init(),
     }
     let result = match cli.command.unwrap_or(Cmd::Serve) {
-        Cmd::CheckConfig { file } => Config::load(&file)
+        Cmd::CheckConfig { file } => Config::load(file.as_deref().unwrap_or(&cli.config))
             .map(|c| {
                 println!("{}", tools::config_summary(&c));
             })

@@ -215,6 +215,11 @@ async fn a_decoded_id_shows_its_shard_and_the_statement_that_shard_runs() {
                 statement.contains(&format!("t_order_{shard}")),
                 "{statement}"
             );
+            // Exactly the statement, not the space that followed `EXPLAIN ROUTE`.
+            assert!(
+                statement.starts_with(|ch: char| ch.is_ascii_alphabetic()),
+                "{statement:?}"
+            );
             // The statement, run directly, answers what the proxy answers.
             let want = rows(&mut c, &sql).await;
             assert!(!want.is_empty(), "{sql}");

@@ -72,7 +72,9 @@ pub fn rows(plan: &Plan, config: &Config) -> Vec<ExplainRow> {
                 shard,
                 datasource: step.map(|s| config.datasource(s.datasource).name.clone()),
                 physical_table: physical,
-                statement: step.map(|s| s.statement.sql.clone()),
+                // The text after `EXPLAIN ROUTE` starts with the space that followed it;
+                // the statement run on its own would not.
+                statement: step.map(|s| s.statement.sql.trim_ascii_start().to_vec()),
             }
         })
         .collect()
