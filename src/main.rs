@@ -146,12 +146,9 @@ fn main() -> ExitCode {
         } => {
             return exit_status(load(&cli.config).and_then(|c| {
                 let options = legacy::verify::VerifyOptions {
-                    scope: legacy::Scope::new(&c, scan.channel.as_deref(), &scan.shard)?,
+                    scan: scan.options(&c)?,
                     report,
-                    page: scan.page as usize,
                     recheck_after,
-                    read_timeout: scan.read_timeout,
-                    terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 };
                 tools::run_verify(&c, &options)
             }));
@@ -170,16 +167,13 @@ fn main() -> ExitCode {
         } => {
             return exit_status(load(&cli.config).and_then(|c| {
                 let options = legacy::backfill::BackfillOptions {
-                    scope: legacy::Scope::new(&c, scan.channel.as_deref(), &scan.shard)?,
+                    scan: scan.options(&c)?,
                     dry_run,
                     checkpoint,
                     rows_per_second,
                     prune_dangling,
                     min_age,
                     report,
-                    page: scan.page as usize,
-                    read_timeout: scan.read_timeout,
-                    terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 };
                 tools::run_backfill(&c, &options)
             }));
@@ -210,6 +204,18 @@ fn main() -> ExitCode {
             eprintln!("routekey-proxy: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+impl ScanArgs {
+    /// The scan these arguments ask for, under `config`.
+    fn options(self, config: &Config) -> Result<legacy::ScanOptions, String> {
+        Ok(legacy::ScanOptions {
+            scope: legacy::Scope::new(config, self.channel.as_deref(), &self.shard)?,
+            page: self.page as usize,
+            read_timeout: self.read_timeout,
+            terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        })
     }
 }
 

@@ -123,12 +123,9 @@ pub fn run_verify(
     config: &Config,
     options: &crate::legacy::verify::VerifyOptions,
 ) -> Result<u8, String> {
-    let runtime = control_runtime()?;
-    runtime.block_on(async {
-        let stop = stop_on_ctrl_c();
+    run_to_end(|stop| async move {
         let outcome = crate::legacy::verify::verify(config, options, &stop).await?;
-        println!("{}", outcome.summary(&options.scope).trim_end());
-        Ok(outcome.exit_code())
+        Ok((outcome.summary(&options.scan.scope), outcome.exit_code()))
     })
 }
 
@@ -141,20 +138,28 @@ pub fn run_backfill(
     config: &Config,
     options: &crate::legacy::backfill::BackfillOptions,
 ) -> Result<u8, String> {
-    let runtime = control_runtime()?;
-    runtime.block_on(async {
-        let stop = stop_on_ctrl_c();
+    run_to_end(|stop| async move {
         let outcome = crate::legacy::backfill::backfill(config, options, &stop).await?;
-        println!("{}", outcome.summary(options).trim_end());
-        Ok(outcome.exit_code())
+        Ok((outcome.summary(options), outcome.exit_code()))
     })
 }
 
-fn control_runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_current_thread()
+/// Runs a tool on a runtime of its own, stopped by Ctrl-C or SIGTERM; prints the summary it
+/// returns and returns its exit status.
+fn run_to_end<F, Fut>(run: F) -> Result<u8, String>
+where
+    F: FnOnce(std::sync::Arc<crate::legacy::Stop>) -> Fut,
+    Fut: std::future::Future<Output = Result<(String, u8), String>>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let (summary, status) = run(stop_on_ctrl_c()).await?;
+        println!("{}", summary.trim_end());
+        Ok(status)
+    })
 }
 
 /// A stop the first Ctrl-C (SIGINT) or SIGTERM asks for, so a run stops between two order

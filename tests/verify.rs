@@ -170,12 +170,7 @@ async fn a_clean_scan_exits_0_and_an_unreachable_datasource_exits_2() {
     }
     let _ = std::fs::remove_file(report);
 
-    let broken = std::fs::read_to_string(&f.path).unwrap().replace(
-        &format!("127.0.0.1:{}", sandbox_port(1)),
-        &format!("127.0.0.1:{}", free_port()),
-    );
-    let path = f.path.with_extension("broken.toml");
-    std::fs::write(&path, broken).unwrap();
+    let path = f.config_with_ds1_at(&format!("127.0.0.1:{}", free_port()), "broken");
     let out = Command::new(BIN)
         .arg("--config")
         .arg(&path)
@@ -255,12 +250,7 @@ async fn a_datasource_that_never_answers_ends_the_scan_with_status_2() {
             open.push(conn);
         }
     });
-    let text_config = std::fs::read_to_string(&f.path).unwrap().replace(
-        &format!("127.0.0.1:{}", sandbox_port(1)),
-        &format!("127.0.0.1:{port}"),
-    );
-    let path = f.path.with_extension("silent.toml");
-    std::fs::write(&path, text_config).unwrap();
+    let path = f.config_with_ds1_at(&format!("127.0.0.1:{port}"), "silent");
     let started = std::time::Instant::now();
     let out = Command::new(BIN)
         .arg("--config")

@@ -135,6 +135,20 @@ impl fmt::Display for Scope {
     }
 }
 
+/// What a scan reads and how: the options `verify` and `index backfill` share.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// The shards to scan.
+    pub scope: Scope,
+    /// Rows per keyset page (memory is about pages x scanned tables rows).
+    pub page: usize,
+    /// Bound on one connect, read or write; a datasource that hangs longer ends the run
+    /// (exit status 2).
+    pub read_timeout: std::time::Duration,
+    /// Draw a progress bar (a terminal) instead of plain lines.
+    pub terminal: bool,
+}
+
 /// Asks a run to stop cleanly (the Ctrl-C handler does): it stops between two order ids,
 /// also while it waits for a datasource or for its rate limit.
 #[derive(Debug)]
@@ -150,11 +164,6 @@ impl Stop {
     /// Asks the run to stop.
     pub fn request(&self) {
         self.0.send_replace(true);
-    }
-
-    /// Whether a stop was asked for.
-    pub fn requested(&self) -> bool {
-        *self.0.borrow()
     }
 
     /// Resolves once a stop is asked for.

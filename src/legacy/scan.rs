@@ -10,7 +10,7 @@ use mysql_async::prelude::Queryable;
 
 use super::{Scope, qualified, quote_ident};
 use crate::config::Config;
-use crate::route::index::control_opts;
+use crate::route::index::{control_opts, within};
 
 /// A scan or a lookup could not be done (the run cannot finish: exit status 2).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -108,14 +108,7 @@ impl Sources {
         what: &str,
         f: impl Future<Output = Result<T, mysql_async::Error>>,
     ) -> Result<T, ScanError> {
-        match tokio::time::timeout(self.timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(ScanError(format!("{what}: {e}"))),
-            Err(_) => Err(ScanError(format!(
-                "{what}: no answer within {} (--read-timeout)",
-                humantime::format_duration(self.timeout)
-            ))),
-        }
+        within(self.timeout, what, f).await.map_err(ScanError)
     }
 
     /// What every shard (not only the scanned ones) and the index table hold for `ids`, by

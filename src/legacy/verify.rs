@@ -9,7 +9,7 @@ use super::check::{Checker, Finding, FindingKind};
 use super::progress::Progress;
 use super::report::Report;
 use super::scan::{MergedScan, ScanError, Sightings, Sources, Tables};
-use super::{Scope, Stop};
+use super::{ScanOptions, Scope, Stop};
 use crate::config::Config;
 
 /// Ids checked again together, at most.
@@ -22,20 +22,13 @@ const MAX_PENDING: usize = 100_000;
 /// What `verify` reads and where it writes.
 #[derive(Debug, Clone)]
 pub struct VerifyOptions {
-    /// The shards to scan.
-    pub scope: Scope,
+    /// What to scan, and how.
+    pub scan: ScanOptions,
     /// JSON lines of findings go here when set.
     pub report: Option<PathBuf>,
-    /// Rows per keyset page (memory is about pages x scanned tables rows).
-    pub page: usize,
     /// A finding is checked again no sooner than this after it was seen, so that an insert
     /// in flight (its index row committed before its shard row) is not reported.
     pub recheck_after: Duration,
-    /// Bound on one connect, page read or point read; a datasource that hangs longer ends
-    /// the run (exit status 2).
-    pub read_timeout: Duration,
-    /// Draw a progress bar (a terminal) instead of plain lines.
-    pub terminal: bool,
 }
 
 /// How a run ended.
@@ -93,7 +86,7 @@ struct Run<'a> {
     report: Report,
 }
 
-/// Scans `options.scope` and reports what is wrong (each finding checked twice).
+/// Scans `options.scan.scope` and reports what is wrong (each finding checked twice).
 ///
 /// # Errors
 /// The report file cannot be created (nothing was scanned). A report that cannot be
@@ -105,18 +98,21 @@ pub async fn verify(
 ) -> Result<VerifyOutcome, String> {
     let report = Report::create(options.report.as_deref(), false).map_err(|e| e.to_string())?;
     let tables = Tables { items: true };
-    let streams = config.sharding.binding_tables.len() * options.scope.shards().count() + 1;
+    let streams = config.sharding.binding_tables.len() * options.scan.scope.shards().count() + 1;
     let mut run = Run {
         config,
         options,
-        sources: Sources::new(config, streams, options.read_timeout),
+        sources: Sources::new(config, streams, options.scan.read_timeout),
         checker: Checker::live(config),
         suspects: VecDeque::new(),
         report,
     };
-    let total = run.sources.estimated_rows(config, &options.scope).await;
-    let mut progress = Progress::new("verify", total, options.terminal);
-    let mut scan = MergedScan::new(config, &options.scope, tables, None, options.page);
+    let total = run
+        .sources
+        .estimated_rows(config, &options.scan.scope)
+        .await;
+    let mut progress = Progress::new("verify", total, options.scan.terminal);
+    let mut scan = MergedScan::new(config, &options.scan.scope, tables, None, options.scan.page);
     let mut ids = 0u64;
     let mut error = None;
     loop {
@@ -166,7 +162,7 @@ pub async fn verify(
 
 impl Run<'_> {
     fn suspect(&mut self, s: &Sightings) {
-        let findings = self.checker.check(s, &self.options.scope);
+        let findings = self.checker.check(s, &self.options.scan.scope);
         if !findings.is_empty() {
             self.suspects.push_back(Suspect {
                 seen: Instant::now(),
@@ -242,7 +238,7 @@ impl Run<'_> {
     /// Whether a finding of the fresh view concerns a scanned shard (a duplicate: any of
     /// the shards holding it).
     fn in_scope(&self, f: &Finding, s: &Sightings) -> bool {
-        let scope = &self.options.scope;
+        let scope = &self.options.scan.scope;
         match (f.kind, f.shard) {
             (FindingKind::Duplicate, _) => s.orders.iter().any(|o| scope.contains(o.shard)),
             (_, Some(n)) => scope.contains(n),

@@ -72,6 +72,26 @@ pub struct MysqlIndexTable {
 /// connection and login per index lookup.
 pub const CONTROL_IDLE_TTL: Duration = Duration::from_secs(60);
 
+/// Runs one control-path call (a checkout and its statements) within `timeout`; the
+/// error, the server's or "no answer within", names `what`.
+///
+/// # Errors
+/// `f` failed or did not finish in time.
+pub async fn within<T>(
+    timeout: Duration,
+    what: &str,
+    f: impl Future<Output = Result<T, mysql_async::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(_) => Err(format!(
+            "{what}: no answer within {}",
+            humantime::format_duration(timeout)
+        )),
+    }
+}
+
 /// Connection options of the control path (mysql_async) to datasource `ds`, in a pool of
 /// at most `max_connections` connections opened on first use and kept idle for
 /// [`CONTROL_IDLE_TTL`]. Connections are not reset when returned: the control path sets no
@@ -129,14 +149,7 @@ impl MysqlIndexTable {
         what: &str,
         f: impl Future<Output = Result<T, mysql_async::Error>>,
     ) -> Result<T, IndexError> {
-        match tokio::time::timeout(self.timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(IndexError(format!("{what}: {e}"))),
-            Err(_) => Err(IndexError(format!(
-                "{what}: no answer within {:?}",
-                self.timeout
-            ))),
-        }
+        within(self.timeout, what, f).await.map_err(IndexError)
     }
 
     /// Closes the pool's connections.

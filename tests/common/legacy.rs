@@ -87,6 +87,17 @@ impl Fixture {
         }
     }
 
+    /// A copy of the configuration file with datasource ds1 at `address` (a server that is
+    /// down, or one that never answers); the caller removes it.
+    pub fn config_with_ds1_at(&self, address: &str, tag: &str) -> PathBuf {
+        let text = std::fs::read_to_string(&self.path)
+            .unwrap()
+            .replace(&format!("127.0.0.1:{}", sandbox_port(1)), address);
+        let path = self.path.with_extension(format!("{tag}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
     pub async fn order(&self, shard: u32, id: u64, channel: &str) {
         let mut c = backend(datasource_of(shard)).await;
         c.query_drop(format!(

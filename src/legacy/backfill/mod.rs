@@ -27,7 +27,7 @@ use super::checkpoint::Checkpoint;
 use super::progress::Progress;
 use super::report::Report;
 use super::scan::{MergedScan, ScanError, Sightings, Sources, Tables};
-use super::{Scope, Stop};
+use super::{ScanOptions, Scope, Stop};
 use crate::config::{ChannelId, Config};
 
 /// How often the checkpoint is saved while running (and always at the end).
@@ -43,8 +43,8 @@ fn interrupted() -> ScanError {
 /// What `index backfill` does.
 #[derive(Debug, Clone)]
 pub struct BackfillOptions {
-    /// The shards to scan.
-    pub scope: Scope,
+    /// What to scan, and how.
+    pub scan: ScanOptions,
     /// Count what would be written or pruned, write nothing.
     pub dry_run: bool,
     /// Resume from and save progress to this file.
@@ -58,12 +58,6 @@ pub struct BackfillOptions {
     pub min_age: Duration,
     /// JSON lines of what needs a person go here when set.
     pub report: Option<PathBuf>,
-    /// Rows per keyset page.
-    pub page: usize,
-    /// Bound on one connect, read or write; a datasource that hangs longer ends the run.
-    pub read_timeout: Duration,
-    /// Draw a progress bar (a terminal) instead of plain lines.
-    pub terminal: bool,
 }
 
 impl BackfillOptions {
@@ -80,7 +74,7 @@ impl BackfillOptions {
         };
         format!(
             "{}; {prune}; index {}.{}; shard map v{:016x}",
-            self.scope, ix.database, ix.table, config.sharding.shard_map_version
+            self.scan.scope, ix.database, ix.table, config.sharding.shard_map_version
         )
     }
 }
@@ -103,7 +97,7 @@ struct Run<'a> {
     scanned_since_checkpoint: u64,
 }
 
-/// Writes missing index rows (and prunes dangling ones) over `options.scope`.
+/// Writes missing index rows (and prunes dangling ones) over `options.scan.scope`.
 ///
 /// # Errors
 /// The options cannot be honoured; nothing was done: pruning without
@@ -130,11 +124,11 @@ pub async fn backfill(
     // A resumed run adds to the report of the runs before it.
     let resuming = checkpoint.after.is_some();
     let report = Report::create(options.report.as_deref(), resuming).map_err(|e| e.to_string())?;
-    let streams = options.scope.shards().count() + 2;
+    let streams = options.scan.scope.shards().count() + 2;
     let mut run = Run {
         config,
         options,
-        sources: Sources::new(config, streams, options.read_timeout),
+        sources: Sources::new(config, streams, options.scan.read_timeout),
         writes: IndexWrites::new(config).await,
         checker: Checker::live(config),
         report,
@@ -208,17 +202,17 @@ impl Run<'_> {
     async fn scan(&mut self, stop: &Stop) -> Result<(), ScanError> {
         let options = self.options;
         let page = match options.rows_per_second {
-            Some(rate) => options.page.min((rate as usize).max(1)),
-            None => options.page,
+            Some(rate) => options.scan.page.min((rate as usize).max(1)),
+            None => options.scan.page,
         };
         let tables = Tables { items: false };
         let total = self
             .sources
-            .estimated_rows(self.config, &options.scope)
+            .estimated_rows(self.config, &options.scan.scope)
             .await;
-        let mut progress = Progress::new("backfill", total, options.terminal);
+        let mut progress = Progress::new("backfill", total, options.scan.terminal);
         let after = self.checkpoint.after;
-        let mut scan = MergedScan::new(self.config, &options.scope, tables, after, page);
+        let mut scan = MergedScan::new(self.config, &options.scan.scope, tables, after, page);
         let started = Instant::now();
         let mut batch = Batch::default();
         let mut saved = Instant::now();
@@ -267,7 +261,7 @@ impl Run<'_> {
     /// Adds the id to the batch when the scan shows something to repair or report.
     fn propose(&self, s: &Sightings, batch: &mut Batch) {
         let proposed = self.checker.repair(s);
-        let findings = self.checker.check(s, &self.options.scope);
+        let findings = self.checker.check(s, &self.options.scan.scope);
         let conflict = findings
             .iter()
             .any(|f| f.kind == FindingKind::IndexConflict);
@@ -299,13 +293,13 @@ impl Run<'_> {
                 let Some(s) = fresh.get(&id) else { continue };
                 for f in self.checker.check(s, &everything) {
                     if f.kind == FindingKind::IndexConflict {
-                        self.needs_person(f)?;
+                        self.needs_person(f);
                     }
                 }
                 match self.checker.repair(s) {
                     Repair::WriteIndex(ch) => writes.push((id, ch)),
                     Repair::PruneIndex if prunable => prunes.push(s.clone()),
-                    Repair::NeedsPerson(f) => self.needs_person(f)?,
+                    Repair::NeedsPerson(f) => self.needs_person(f),
                     Repair::PruneIndex | Repair::None => {}
                 }
             }
@@ -340,9 +334,8 @@ impl Run<'_> {
 
     /// Keeps a finding for the report; it is written with the checkpoint that moves past
     /// its batch, so a batch cut short by a stop is reported once, by the resumed run.
-    fn needs_person(&mut self, f: Finding) -> Result<(), ScanError> {
+    fn needs_person(&mut self, f: Finding) {
         self.unreported.push(f);
-        Ok(())
     }
 
     /// Writes the index rows of one batch: one multi-row INSERT; when a row exists
@@ -384,7 +377,8 @@ impl Run<'_> {
                 self.outcome.already_present += 1;
                 Ok(())
             }
-            Written::Other(now) => self.needs_person(Finding {
+            Written::Other(now) => {
+                self.needs_person(Finding {
                 kind: FindingKind::IndexConflict,
                 table: self.config.sharding.binding_tables[0].clone(),
                 shard: Some(self.config.shard_of(ch, id)),
@@ -393,7 +387,9 @@ impl Run<'_> {
                     "the index names {} (written meanwhile), the row says {name}; not overwritten",
                     now.as_deref().unwrap_or("NULL")
                 ),
-            }),
+            });
+                Ok(())
+            }
         }
     }
 

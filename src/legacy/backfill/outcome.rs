@@ -114,7 +114,7 @@ impl BackfillOutcome {
         if let Some(after) = self.resumed_after {
             lines.push(("resumed above", format!("order id {after}")));
         }
-        let mut out = format!("index backfill: {}: {state}\n", options.scope);
+        let mut out = format!("index backfill: {}: {state}\n", options.scan.scope);
         for (label, value) in lines {
             out.push_str(&format!("  {label:<20} {value}\n"));
         }
