@@ -79,11 +79,9 @@ async fn verify_finds_exactly_the_planted_faults_and_backfill_repairs_what_a_mac
     drop(app);
     h.stop().await;
 
-    let report = std::env::temp_dir().join(format!("rk-verify-{}.jsonl", std::process::id()));
-    let report_arg = report.to_str().unwrap();
-    let out = f.run(&["verify", "--recheck-after", "0s", "--report", report_arg]);
+    let (out, report) = f.verify(&[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert_eq!(report_lines(&report), planted, "{}", text(&out));
+    assert_eq!(report, planted, "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("total                       9"));
 
     let out = f.run(&["index", "backfill", "--prune-dangling"]);
@@ -104,9 +102,9 @@ async fn verify_finds_exactly_the_planted_faults_and_backfill_repairs_what_a_mac
     assert_eq!(f.indexed(old_dangling).await, None);
     assert_eq!(f.indexed(young_dangling).await.as_deref(), Some(cn));
 
-    let out = f.run(&["verify", "--recheck-after", "0s", "--report", report_arg]);
+    let (out, report) = f.verify(&[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert_eq!(report_lines(&report), needs_a_person, "{}", text(&out));
+    assert_eq!(report, needs_a_person, "{}", text(&out));
 
     // After: the backfilled order is found through the proxy; the pruned id reads as not
     // found (no row, no error).
@@ -121,24 +119,14 @@ async fn verify_finds_exactly_the_planted_faults_and_backfill_repairs_what_a_mac
 
     // A narrowed scan sees only its shards' faults (the duplicate's other row is on a
     // GLOBAL shard, outside it).
-    let out = f.run(&[
-        "verify",
-        "--recheck-after",
-        "0s",
-        "--channel",
-        eu,
-        "--report",
-        report_arg,
-    ]);
+    let (out, report) = f.verify(&["--channel", eu]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let kinds: BTreeSet<String> = report_lines(&report).into_iter().map(|l| l.0).collect();
     assert_eq!(
-        kinds,
+        Fixture::kinds(&report),
         ["channel_mismatch", "wrong_shard"].map(String::from).into(),
         "{}",
         text(&out)
     );
-    let _ = std::fs::remove_file(report);
     f.drop().await;
 }
 
@@ -153,22 +141,12 @@ async fn a_clean_scan_exits_0_and_an_unreachable_datasource_exits_2() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     // Order id 0 is read too (the first page has no lower bound), with any page size.
     f.order(0, 0, "EU_CHANNEL").await;
-    let report = std::env::temp_dir().join(format!("rk-verify0-{}.jsonl", std::process::id()));
     for page in ["1", "3", "1000"] {
-        let args = [
-            "verify",
-            "--page",
-            page,
-            "--recheck-after",
-            "0s",
-            "--report",
-        ];
-        let out = f.run(&[&args[..], &[report.to_str().unwrap()]].concat());
+        let (out, report) = f.verify(&["--page", page]);
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
         let want = [("missing_index".to_owned(), 0, Some(0))];
-        assert_eq!(report_lines(&report), want.into(), "page {page}");
+        assert_eq!(report, want.into(), "page {page}");
     }
-    let _ = std::fs::remove_file(report);
 
     let path = f.config_with_ds1_at(&format!("127.0.0.1:{}", free_port()), "broken");
     let out = Command::new(BIN)
@@ -213,20 +191,11 @@ async fn a_duplicate_is_never_backfilled_and_a_narrowed_verify_sees_its_copy() {
         assert_eq!(summary_number(&out, "needs a person"), 1, "{}", text(&out));
         assert_eq!(f.indexed(id).await, None);
     }
-    let report = std::env::temp_dir().join(format!("rk-dup-{}.jsonl", std::process::id()));
     for shard in [a, b] {
         let shard = shard.to_string();
-        let out = f.run(&[
-            "verify",
-            "--recheck-after",
-            "0s",
-            "--shard",
-            &shard,
-            "--report",
-            report.to_str().unwrap(),
-        ]);
+        let (out, report) = f.verify(&["--shard", &shard]);
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-        let kinds: Vec<String> = report_lines(&report).into_iter().map(|l| l.0).collect();
+        let kinds: Vec<String> = report.into_iter().map(|l| l.0).collect();
         assert_eq!(
             kinds,
             ["duplicate"],
@@ -234,7 +203,6 @@ async fn a_duplicate_is_never_backfilled_and_a_narrowed_verify_sees_its_copy() {
             text(&out)
         );
     }
-    let _ = std::fs::remove_file(report);
     f.drop().await;
 }
 

@@ -170,6 +170,25 @@ impl Fixture {
         cmd.output().unwrap()
     }
 
+    /// `verify --recheck-after 0s --report FILE` plus `args`: its output and the report's
+    /// lines (kind, order id, shard).
+    pub fn verify(&self, args: &[&str]) -> (Output, BTreeSet<(String, u64, Option<u64>)>) {
+        let report = self
+            .path
+            .with_extension(format!("report-{}.jsonl", std::process::id()));
+        let path = report.to_str().unwrap();
+        let base = ["verify", "--recheck-after", "0s", "--report", path];
+        let out = self.run(&[&base[..], args].concat());
+        let lines = report_lines(&report);
+        let _ = std::fs::remove_file(report);
+        (out, lines)
+    }
+
+    /// The kinds of a report's lines.
+    pub fn kinds(lines: &BTreeSet<(String, u64, Option<u64>)>) -> BTreeSet<String> {
+        lines.iter().map(|l| l.0.clone()).collect()
+    }
+
     pub async fn drop(self) {
         for ds in 0..2 {
             let mut c = backend(ds).await;
