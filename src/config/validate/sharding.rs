@@ -24,6 +24,41 @@ pub(super) fn sharding(
             "sharding.shards_per_channel: must be at least 1",
         ));
     }
+    let tables = binding_tables(c, raw)?;
+    let channel_of = channel_ranges(c, channels, raw_channels, per_channel)?;
+    let shard_count = channel_of.keys().next_back().map_or(0, |s| s + 1);
+    let owner = shard_owners(c, raw, shard_count, lookup_ds)?;
+    let shards = shard_list(c, raw, channels, raw_channels, &channel_of, &owner, &tables)?;
+    check_patterns(c, raw, shard_count, tables.len())?;
+    let default_datasource = lookup_ds(&raw.default_datasource, "sharding.default_datasource")?;
+    let merge_row_cap = *raw.merge_row_cap.get_ref();
+    if merge_row_cap == 0 {
+        return Err(c.at(
+            &raw.merge_row_cap,
+            "sharding.merge_row_cap: must be at least 1",
+        ));
+    }
+    let max_fan_out = max_fan_out(c, raw, &shards)?;
+    let mut hasher = DefaultHasher::new();
+    (per_channel, &shards, channels).hash(&mut hasher);
+    Ok(Sharding {
+        logical_database: raw.logical_database.clone(),
+        default_datasource,
+        shards_per_channel: per_channel,
+        binding_tables: tables,
+        shard_key: raw.shard_key.to_ascii_lowercase(),
+        channel_column: raw.channel_column.to_ascii_lowercase(),
+        region_column: raw.region_column.to_ascii_lowercase(),
+        shards,
+        shard_map_version: hasher.finish(),
+        unresolved_reads: raw.unresolved_reads,
+        merge_row_cap,
+        max_fan_out,
+    })
+}
+
+/// The binding tables, lower-cased: 1 to 255 of them, none twice.
+fn binding_tables(c: &Checker, raw: &RawSharding) -> Result<Vec<String>, ConfigError> {
     let tables: Vec<String> = raw
         .binding_tables
         .get_ref()
@@ -44,8 +79,17 @@ pub(super) fn sharding(
             ));
         }
     }
+    Ok(tables)
+}
 
-    // Channel ranges must not overlap. Errors point at the channel's base_shard.
+/// The channel (index) of each shard a channel's range covers; ranges must not overlap.
+/// Errors point at the channel's base_shard.
+fn channel_ranges(
+    c: &Checker,
+    channels: &[Channel],
+    raw_channels: &[super::raw::RawChannel],
+    per_channel: u32,
+) -> Result<BTreeMap<u32, usize>, ConfigError> {
     let mut used: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, ch) in channels.iter().enumerate() {
         let base = &raw_channels[i].base_shard;
@@ -67,9 +111,17 @@ pub(super) fn sharding(
             }
         }
     }
-    let shard_count = used.keys().next_back().map_or(0, |s| s + 1);
+    Ok(used)
+}
 
-    // Shard ranges: no overlap, every channel shard mapped.
+/// The datasource of each shard from `[[sharding.shards]]` ranges: no overlap, no shard
+/// outside the channels' ranges.
+fn shard_owners(
+    c: &Checker,
+    raw: &RawSharding,
+    shard_count: u32,
+    lookup_ds: &DatasourceLookup<'_>,
+) -> Result<Vec<Option<DatasourceId>>, ConfigError> {
     let mut owner: Vec<Option<DatasourceId>> = vec![None; shard_count as usize];
     for (i, range) in raw.shards.iter().enumerate() {
         let key = format!("sharding.shards[{i}]");
@@ -98,13 +150,26 @@ pub(super) fn sharding(
             *slot = Some(ds);
         }
     }
-    let mut shards = Vec::with_capacity(shard_count as usize);
+    Ok(owner)
+}
+
+/// Every shard with its datasource and physical names; every channel's shard must be
+/// mapped (a gap between channels is never routed to).
+fn shard_list(
+    c: &Checker,
+    raw: &RawSharding,
+    channels: &[Channel],
+    raw_channels: &[super::raw::RawChannel],
+    channel_of: &BTreeMap<u32, usize>,
+    owner: &[Option<DatasourceId>],
+    tables: &[String],
+) -> Result<Vec<Shard>, ConfigError> {
+    let mut shards = Vec::with_capacity(owner.len());
     for (shard, ds) in owner.iter().enumerate() {
         let shard = shard as u32;
-        let ds = match ds {
-            Some(ds) => *ds,
-            None if used.contains_key(&shard) => {
-                let i = used[&shard];
+        let ds = match (ds, channel_of.get(&shard)) {
+            (Some(ds), _) => *ds,
+            (None, Some(&i)) => {
                 return Err(c.at(
                     &raw_channels[i].base_shard,
                     format!(
@@ -113,19 +178,27 @@ pub(super) fn sharding(
                     ),
                 ));
             }
-            None => DatasourceId(u16::MAX), // a gap between channels: never routed to
+            (None, None) => DatasourceId(u16::MAX),
         };
-        let database = expand(raw.physical_database.get_ref(), "", shard);
-        let physical = tables
-            .iter()
-            .map(|t| expand(raw.physical_table.get_ref(), t, shard))
-            .collect();
         shards.push(Shard {
             datasource: ds,
-            database,
-            tables: physical,
+            database: expand(raw.physical_database.get_ref(), "", shard),
+            tables: tables
+                .iter()
+                .map(|t| expand(raw.physical_table.get_ref(), t, shard))
+                .collect(),
         });
     }
+    Ok(shards)
+}
+
+/// The physical name patterns tell shards and tables apart.
+fn check_patterns(
+    c: &Checker,
+    raw: &RawSharding,
+    shard_count: u32,
+    table_count: usize,
+) -> Result<(), ConfigError> {
     let pattern_has_shard = raw.physical_database.get_ref().contains("{shard}")
         || raw.physical_table.get_ref().contains("{shard}");
     if !pattern_has_shard && shard_count > 1 {
@@ -134,56 +207,37 @@ pub(super) fn sharding(
             "sharding.physical_table: `{shard}` must appear in physical_database or physical_table",
         ));
     }
-    if !raw.physical_table.get_ref().contains("{table}") && tables.len() > 1 {
+    if !raw.physical_table.get_ref().contains("{table}") && table_count > 1 {
         return Err(c.at(
             &raw.physical_table,
             "sharding.physical_table: `{table}` must appear with more than one binding table",
         ));
     }
-    let default_datasource = lookup_ds(&raw.default_datasource, "sharding.default_datasource")?;
+    Ok(())
+}
 
-    let merge_row_cap = *raw.merge_row_cap.get_ref();
-    if merge_row_cap == 0 {
+/// `sharding.max_fan_out`: at least one connection to each datasource holding shards.
+fn max_fan_out(
+    c: &Checker,
+    raw: &RawSharding,
+    shards: &[Shard],
+) -> Result<Option<u32>, ConfigError> {
+    let Some(n) = &raw.max_fan_out else {
+        return Ok(None);
+    };
+    let mut holding: Vec<DatasourceId> = shards.iter().map(|s| s.datasource).collect();
+    holding.sort();
+    holding.dedup();
+    if (*n.get_ref() as usize) < holding.len().max(1) {
         return Err(c.at(
-            &raw.merge_row_cap,
-            "sharding.merge_row_cap: must be at least 1",
+            n,
+            format!(
+                "sharding.max_fan_out: at least the number of datasources holding shards ({}): a statement needs one connection to each",
+                holding.len()
+            ),
         ));
     }
-    let max_fan_out = match &raw.max_fan_out {
-        None => None,
-        Some(n) => {
-            let mut holding: Vec<DatasourceId> = shards.iter().map(|s| s.datasource).collect();
-            holding.sort();
-            holding.dedup();
-            if (*n.get_ref() as usize) < holding.len().max(1) {
-                return Err(c.at(
-                    n,
-                    format!(
-                        "sharding.max_fan_out: at least the number of datasources holding shards ({}): a statement needs one connection to each",
-                        holding.len()
-                    ),
-                ));
-            }
-            Some(*n.get_ref())
-        }
-    };
-
-    let mut hasher = DefaultHasher::new();
-    (per_channel, &shards, channels).hash(&mut hasher);
-    Ok(Sharding {
-        logical_database: raw.logical_database.clone(),
-        default_datasource,
-        shards_per_channel: per_channel,
-        binding_tables: tables,
-        shard_key: raw.shard_key.to_ascii_lowercase(),
-        channel_column: raw.channel_column.to_ascii_lowercase(),
-        region_column: raw.region_column.to_ascii_lowercase(),
-        shards,
-        shard_map_version: hasher.finish(),
-        unresolved_reads: raw.unresolved_reads,
-        merge_row_cap,
-        max_fan_out,
-    })
+    Ok(Some(*n.get_ref()))
 }
 
 /// `{table}` and `{shard}` substituted.
