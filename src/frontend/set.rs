@@ -9,6 +9,7 @@ use mysql_common::constants::ColumnType;
 
 use super::client::Client;
 use super::session::Session;
+use crate::backend::BackendConn;
 use crate::error::{ER_UNKNOWN_CHARACTER_SET, ProxyError};
 use crate::protocol::packets::OkInfo;
 use crate::rewrite::quote_string;
@@ -65,6 +66,83 @@ fn numeric(column_type: u8) -> bool {
     .any(|t| *t as u8 == column_type)
 }
 
+/// A `SET` the proxy refuses: `SET GLOBAL`, or `SET NAMES` of an unknown character set.
+fn refusal(items: &[SetItem]) -> Result<(), ProxyError> {
+    if let Some(SetItem::GlobalVar(name)) =
+        items.iter().find(|i| matches!(i, SetItem::GlobalVar(_)))
+    {
+        return Err(ProxyError::unsupported(format!(
+            "SET GLOBAL {name}: global settings are changed on each server directly, not through the proxy"
+        )));
+    }
+    for item in items {
+        if let SetItem::Names(Some(charset)) = item {
+            decoding_for(charset)
+                .map_err(|m| ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", m))?;
+        }
+    }
+    Ok(())
+}
+
+/// The variables a `SET` changes that are read back after it runs (sorted, once each).
+fn read_back_names(items: &[SetItem]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for item in items {
+        match item {
+            SetItem::Names(_) => names.extend(CHARSET_VARS.iter().map(|s| (*s).to_owned())),
+            // @@identity is @@last_insert_id under another name.
+            SetItem::SessionVar(v) if v == "identity" => names.push("last_insert_id".to_owned()),
+            SetItem::SessionVar(v) | SetItem::UserVar(v) => names.push(v.clone()),
+            SetItem::Transaction { session: true } => {
+                names.extend(["tx_isolation".to_owned(), "tx_read_only".to_owned()])
+            }
+            _ => {}
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The values of `names` on `conn`, as SQL literals (`NULL` included).
+async fn read_back(
+    conn: &mut BackendConn,
+    names: &[String],
+) -> Result<Vec<(String, Vec<u8>)>, ProxyError> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let select = names
+        .iter()
+        .map(|v| match v.strip_prefix('@') {
+            Some(user) => format!("@{}", crate::rewrite::quote_ident(user)),
+            None => format!("@@session.{v}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    // An explicit LIMIT: the session's sql_select_limit (0 included) must not cut the
+    // read-back.
+    let select = format!("SELECT {select} LIMIT 1");
+    let (columns, rows) = conn.query_rows(select.as_bytes()).await?;
+    let row = rows.into_iter().next().unwrap_or_default();
+    Ok(names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let column = columns.get(i);
+            let value = match row.get(i).cloned().flatten() {
+                None => b"NULL".to_vec(),
+                Some(v) => literal_of(
+                    &v,
+                    column.map_or(0, |c| c.column_type),
+                    column.map_or(33, |c| c.charset),
+                ),
+            };
+            (name.clone(), value)
+        })
+        .collect())
+}
+
 impl Session {
     /// Handles a `SET` statement.
     pub async fn set(
@@ -74,19 +152,7 @@ impl Session {
         items: &[SetItem],
         more: bool,
     ) -> Result<(), ProxyError> {
-        if let Some(SetItem::GlobalVar(name)) =
-            items.iter().find(|i| matches!(i, SetItem::GlobalVar(_)))
-        {
-            return Err(ProxyError::unsupported(format!(
-                "SET GLOBAL {name}: global settings are changed on each server directly, not through the proxy"
-            )));
-        }
-        for item in items {
-            if let SetItem::Names(Some(charset)) = item {
-                decoding_for(charset)
-                    .map_err(|m| ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", m))?;
-            }
-        }
+        refusal(items)?;
         if items
             .iter()
             .any(|i| i == &SetItem::Transaction { session: false })
@@ -105,24 +171,7 @@ impl Session {
         let opaque = items
             .iter()
             .any(|i| matches!(i, SetItem::Other | SetItem::Transaction { session: false }));
-        let mut names: Vec<String> = Vec::new();
-        for item in items {
-            match item {
-                SetItem::Names(_) => names.extend(CHARSET_VARS.iter().map(|s| (*s).to_owned())),
-                // @@identity is @@last_insert_id under another name.
-                SetItem::SessionVar(v) if v == "identity" => {
-                    names.push("last_insert_id".to_owned())
-                }
-                SetItem::SessionVar(v) | SetItem::UserVar(v) => names.push(v.clone()),
-                SetItem::Transaction { session: true } => {
-                    names.extend(["tx_isolation".to_owned(), "tx_read_only".to_owned()])
-                }
-                _ => {}
-            }
-        }
-        names.sort();
-        names.dedup();
-
+        let names = read_back_names(items);
         // The statement runs once, on the default datasource's connection (or the first one
         // held); its values are read back there and set as literals on the others.
         let default_ds = self.rt.config.sharding.default_datasource;
@@ -133,37 +182,7 @@ impl Session {
         };
         let conn = self.connection(first).await?;
         conn.execute(sql).await?;
-        let mut values: Vec<(String, Vec<u8>)> = Vec::new();
-        if !names.is_empty() {
-            let select = format!(
-                "SELECT {}",
-                names
-                    .iter()
-                    .map(|v| match v.strip_prefix('@') {
-                        Some(user) => format!("@{}", crate::rewrite::quote_ident(user)),
-                        None => format!("@@session.{v}"),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            // An explicit LIMIT: the session's sql_select_limit (0 included) must not cut
-            // the read-back.
-            let select = format!("{select} LIMIT 1");
-            let (columns, rows) = conn.query_rows(select.as_bytes()).await?;
-            let row = rows.into_iter().next().unwrap_or_default();
-            for (i, name) in names.iter().enumerate() {
-                let column = columns.get(i);
-                let value = match row.get(i).cloned().flatten() {
-                    None => b"NULL".to_vec(),
-                    Some(v) => literal_of(
-                        &v,
-                        column.map_or(0, |c| c.column_type),
-                        column.map_or(33, |c| c.charset),
-                    ),
-                };
-                values.push((name.clone(), value));
-            }
-        }
+        let values = read_back(conn, &names).await?;
         let carried: Vec<(String, Vec<u8>)> = values
             .iter()
             .filter(|(n, _)| !IDENTITY_VARS.contains(&n.as_str()))
