@@ -6,7 +6,10 @@
 # output folder (default .sandbox/bench-run).
 #
 #   scripts/bench.sh [--clients 1,4,16,64] [--modes text,prepared] [--reps 5] [--seconds 10]
-#                    [--warmup 3] [--socket] [--out DIR]
+#                    [--warmup 3] [--socket] [--proxy-cpus LIST] [--out DIR]
+#
+# --proxy-cpus 0 pins routekey-proxy and ProxySQL to CPU 0 (taskset); routekey-proxy then
+# runs one worker thread, as server.worker_threads follows the CPUs the process may use.
 #
 # Starts the sandbox if it is down (and leaves it up), its own release proxy, and ProxySQL
 # (../shared/peers/proxysql.sh); stops both at exit. Installs sysbench (apt-get) and

@@ -146,6 +146,8 @@ def start_routekey(args, run_dir):
     log = open(run_dir / "routekey-proxy.log", "w")
     cmd = [str(args.proxy), "--config", config, "--listen", f"127.0.0.1:{port}",
            "--admin-listen", "127.0.0.1:0"]
+    if args.proxy_cpus:
+        cmd = ["taskset", "-c", args.proxy_cpus] + cmd
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     wait_port(port)
     targets = [{"name": "routekey", "port": port, "user": "app", "password": "app", "db": "orders",
@@ -164,6 +166,9 @@ def start_proxysql(args, run_dir):
                PROXYSQL_SOCKET=str(sock))
     subprocess.run([str(script), "start"], env=env, check=True, capture_output=True)
     pid = int((run_dir / "proxysql" / "proxysql.pid").read_text())
+    if args.proxy_cpus:
+        subprocess.run(["taskset", "-a", "-p", "-c", args.proxy_cpus, str(pid)], check=True,
+                       capture_output=True)
     common = {"user": "bench", "password": "bench", "db": "order_shards", "pid": pid}
     targets = [dict(common, name="proxysql", port=port)]
     if args.socket:
@@ -254,6 +259,7 @@ def main():
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--socket", action="store_true", help="also measure over Unix sockets")
+    p.add_argument("--proxy-cpus", help="pin both proxies to these CPUs (taskset list, e.g. 0)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     clients_list = [int(c) for c in args.clients.split(",")]
@@ -292,7 +298,8 @@ def main():
     (run_dir / "results.json").write_text(json.dumps(results, indent=1))
     text, table = summarise(results, modes, clients_list, names)
     header = (f"{args.reps} interleaved repetitions of {args.seconds} s, {count} order ids on ds0, "
-              f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+              f"{os.cpu_count()} CPUs, proxies on CPUs {args.proxy_cpus or 'all'}, "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     (run_dir / "summary.md").write_text(header + "\n\n" + text + "\n")
     print(header)
     print(text)
