@@ -75,6 +75,58 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         }
     }
 
+    /// Reads one packet without reading a byte past its end: for the packet after which
+    /// the stream changes hands (the client's SSLRequest, right behind which its TLS
+    /// handshake may already be on the wire). One chunk only (below 16 MiB); `None` when
+    /// the peer closed before sending anything.
+    pub async fn read_packet_unbuffered(&mut self) -> io::Result<Option<BytesMut>> {
+        if !self.read_buf.is_empty() {
+            return self.read_packet().await;
+        }
+        let mut header = [0u8; 4];
+        match self.stream.read_exact(&mut header[..1]).await {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            other => other?,
+        };
+        self.stream.read_exact(&mut header[1..]).await?;
+        let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+        if len >= 0xff_ffff || len > self.codec.max_allowed_packet {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "packet too large at this step",
+            ));
+        }
+        let mut body = vec![0u8; len];
+        self.stream.read_exact(&mut body).await?;
+        self.read_buf.extend_from_slice(&header);
+        self.read_buf.extend_from_slice(&body);
+        self.read_packet().await
+    }
+
+    /// Hands the stream to `f` (a TLS handshake) and goes on over what it returns, with
+    /// the same sequence ids and settings. Refused when bytes are buffered either way:
+    /// they would belong to the other side of the change.
+    pub async fn upgrade<T, F, Fut>(self, f: F) -> io::Result<PacketStream<T>>
+    where
+        F: FnOnce(S) -> Fut,
+        Fut: std::future::Future<Output = io::Result<T>>,
+    {
+        if !self.read_buf.is_empty() || !self.packet.is_empty() || !self.write_buf.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "data buffered across a transport upgrade",
+            ));
+        }
+        let stream = f(self.stream).await?;
+        Ok(PacketStream {
+            stream,
+            codec: self.codec,
+            read_buf: self.read_buf,
+            packet: self.packet,
+            write_buf: self.write_buf,
+        })
+    }
+
     /// Like [`PacketStream::read_packet`], but a clean close is an error too.
     pub async fn expect_packet(&mut self) -> io::Result<BytesMut> {
         self.read_packet()
