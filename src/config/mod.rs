@@ -224,7 +224,7 @@ impl AuthPlugin {
     }
 }
 
-pub use credential::{Credential, Sha2Crypt, native_hash, sha256_crypt};
+pub use credential::{Credential, Sha2Crypt, native_hash, parse_hash, sha256_crypt};
 
 /// Whether statements without a usable order id may run on every shard.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]

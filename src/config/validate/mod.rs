@@ -593,4 +593,32 @@ mod tests {
         let e = error(&with("2024-01-01T00:00:00Z", "yesterday"));
         assert!(e.contains("RFC 3339"), "{e}");
     }
+
+    #[test]
+    fn user_credentials_plugins_and_tls_files_are_checked() {
+        let user = |lines: &str| {
+            DEMO.replacen(
+                "name = \"app\"\npassword = \"app\"\n",
+                &format!("name = \"app\"\n{lines}\n"),
+                1,
+            )
+        };
+        let native = "password_hash = \"*14E65567ABDB5135D0CFD9A70B3032C179A49EE7\"";
+        let config = Config::from_toml(&user(native), "t.toml").unwrap();
+        assert_eq!(
+            config.users[0].credential,
+            Credential::NativeHash(crate::config::native_hash(b"secret"))
+        );
+        let sha2 = format!("{native}\nauth_plugin = \"caching_sha2_password\"");
+        let e = error(&user(&sha2));
+        assert!(e.contains("a mysql_native_password hash, but auth_plugin is caching_sha2_password"), "{e}");
+        let e = error(&user(&format!("{native}\npassword = \"x\"")));
+        assert!(e.contains("not both"), "{e}");
+        let e = error(&user("password_hash = \"*12\""));
+        assert!(e.contains("40 hex digits"), "{e}");
+        let e = error(&user("password = \"x\"\nauth_plugin = \"sha256_password\""));
+        assert!(e.contains("auth_plugin"), "{e}");
+        let e = error(&DEMO.replacen("tls_key_file", "# tls_key_file", 1));
+        assert!(e.contains("give both or neither"), "{e}");
+    }
 }
