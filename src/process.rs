@@ -121,7 +121,10 @@ pub fn reload(proxy: &Proxy, path: &Path, flags: &Flags, why: &str) {
 /// key and the RSA key, as the configuration at start names them.
 fn material_files(config: &Config) -> Vec<PathBuf> {
     let server = &config.server;
-    let tls = server.tls.iter().flat_map(|t| [t.cert_file.clone(), t.key_file.clone()]);
+    let tls = server
+        .tls
+        .iter()
+        .flat_map(|t| [t.cert_file.clone(), t.key_file.clone()]);
     tls.chain(server.rsa_private_key_file.clone()).collect()
 }
 
@@ -139,7 +142,10 @@ fn watch(proxy: Arc<Proxy>, path: PathBuf, flags: Flags) -> notify::Result<impl 
     let files: Vec<PathBuf> = std::iter::once(path.clone())
         .chain(material_files(&proxy.runtime().config))
         .collect();
-    let names: Vec<_> = files.iter().filter_map(|f| f.file_name().map(|n| n.to_owned())).collect();
+    let names: Vec<_> = files
+        .iter()
+        .filter_map(|f| f.file_name().map(|n| n.to_owned()))
+        .collect();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
@@ -158,7 +164,12 @@ fn watch(proxy: Arc<Proxy>, path: PathBuf, flags: Flags) -> notify::Result<impl 
         watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
     }
     tokio::spawn(async move {
-        let read_all = || files.iter().map(|f| std::fs::read(f).ok()).collect::<Vec<_>>();
+        let read_all = || {
+            files
+                .iter()
+                .map(|f| std::fs::read(f).ok())
+                .collect::<Vec<_>>()
+        };
         let mut last = read_all();
         while rx.recv().await.is_some() {
             tokio::time::sleep(SETTLE).await;

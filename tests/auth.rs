@@ -168,10 +168,17 @@ async fn failed_logins_are_counted_and_slowed_down_for_their_address_and_user_on
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
     works(as_user(&h, "app", "app", None)).await;
-    assert!(started.elapsed() < Duration::from_millis(900), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
     let (failed, took) = seventh.await.unwrap();
     assert!(failed);
-    assert!((Duration::from_millis(1900)..Duration::from_secs(5)).contains(&took), "{took:?}");
+    assert!(
+        (Duration::from_millis(1900)..Duration::from_secs(5)).contains(&took),
+        "{took:?}"
+    );
 
     assert_eq!(failures(&h, "victim").await, 7);
     let before = failures(&h, "(unknown)").await;
@@ -181,7 +188,11 @@ async fn failed_logins_are_counted_and_slowed_down_for_their_address_and_user_on
     // The right password is answered after the delay too (4 s now), then forgets it all.
     let started = Instant::now();
     works(as_user(&h, "victim", "right", None)).await;
-    assert!(started.elapsed() >= Duration::from_millis(3900), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(3900),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(refused(&h, "victim").await < Duration::from_millis(900));
     h.stop().await;
 }

@@ -57,10 +57,7 @@ async fn drivers_upgrade_to_tls_verifying_the_ca_and_see_their_cipher() {
     let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(names, ["Ssl_cipher", "Ssl_version"]);
     // The session works as in clear text, large results included (many TLS records).
-    let n: Option<u64> = c
-        .query_first("SELECT COUNT(*) FROM t_order")
-        .await
-        .unwrap();
+    let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM t_order").await.unwrap();
     assert_eq!(n, Some(1500));
     let big: Option<String> = c.query_first("SELECT REPEAT('x', 300000)").await.unwrap();
     assert_eq!(big.map(|s| s.len()), Some(300_000));
@@ -79,7 +76,10 @@ async fn a_wrong_ca_is_refused_at_connect() {
         .await
         .expect_err("a certificate from another CA is not trusted");
     let text = e.to_string().to_lowercase();
-    assert!(text.contains("certificate") || text.contains("issuer"), "{e}");
+    assert!(
+        text.contains("certificate") || text.contains("issuer"),
+        "{e}"
+    );
     h.stop().await;
 }
 
@@ -89,7 +89,10 @@ async fn a_require_tls_user_is_refused_in_clear_text_and_accepted_over_tls() {
     let clear = Conn::new(as_user(&h, "tls_only", "secret", None)).await;
     let (code, _, message) = server_error(clear);
     assert_eq!(code, 1045, "{message}");
-    assert!(message.contains("Access denied for user 'tls_only'"), "{message}");
+    assert!(
+        message.contains("Access denied for user 'tls_only'"),
+        "{message}"
+    );
     let ca = format!("{}/ca.pem", tls_dir());
     let mut c = Conn::new(as_user(&h, "tls_only", "secret", Some(trusting(ca))))
         .await
@@ -109,7 +112,11 @@ async fn without_a_certificate_ssl_is_not_offered_and_a_request_is_refused() {
         .await
         .expect_err("no TLS offered");
     // The driver refuses by itself: the greeting has no CLIENT_SSL.
-    assert!(e.to_string().to_lowercase().contains("ssl") || e.to_string().to_lowercase().contains("tls"), "{e}");
+    assert!(
+        e.to_string().to_lowercase().contains("ssl")
+            || e.to_string().to_lowercase().contains("tls"),
+        "{e}"
+    );
     let mut c = h.client().await;
     assert_usable(&mut c).await;
     h.stop().await;
@@ -120,16 +127,27 @@ fn self_signed(dir: &std::path::Path) -> (PathBuf, PathBuf) {
     let cert = dir.join("new.pem");
     let key = dir.join("new-key.pem");
     let out = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
         .arg("-keyout")
         .arg(&key)
         .arg("-out")
         .arg(&cert)
-        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
         .args(["-addext", "basicConstraints=critical,CA:FALSE"])
         .output()
         .expect("openssl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     (cert, key)
 }
 
@@ -157,10 +175,95 @@ async fn a_reload_puts_a_new_certificate_in_force_and_a_bad_one_keeps_the_old() 
     files.key_file = key;
     h.proxy.reload(good).unwrap();
     let e = Conn::new(as_user(&h, "app", "app", Some(trusting(&ca)))).await;
-    assert!(e.is_err(), "the sandbox CA no longer verifies the served certificate");
+    assert!(
+        e.is_err(),
+        "the sandbox CA no longer verifies the served certificate"
+    );
     Conn::new(as_user(&h, "app", "app", Some(trusting(&cert))))
         .await
         .expect("the new certificate is served");
     let _ = std::fs::remove_dir_all(&dir);
     h.stop().await;
+}
+
+/// A TLS login trusting `ca` as `app`, on the proxy at `port`.
+async fn tls_login(port: u16, ca: &std::path::Path) -> Result<Conn, mysql_async::Error> {
+    let opts = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some("app"))
+        .pass(Some("app"))
+        .prefer_socket(false)
+        .ssl_opts(Some(trusting(ca)));
+    Conn::new(opts).await
+}
+
+#[tokio::test]
+async fn the_process_reloads_a_certificate_when_its_file_changes() {
+    let dir = std::env::temp_dir().join(format!("routekey-tls-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::copy(format!("{}/server.pem", tls_dir()), &cert).unwrap();
+    std::fs::copy(format!("{}/server-key.pem", tls_dir()), &key).unwrap();
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml"))
+        .unwrap()
+        .replace("127.0.0.1:33061", &format!("127.0.0.1:{}", sandbox_port(0)))
+        .replace("127.0.0.1:33062", &format!("127.0.0.1:{}", sandbox_port(1)))
+        .replace(
+            "\".sandbox/tls/server.pem",
+            &format!("\"{}", cert.display()),
+        )
+        .replace(
+            "tls_key_file = \".sandbox/tls/server-key.pem",
+            &format!("tls_key_file = \"{}", key.display()),
+        )
+        .replace("\".sandbox/tls/", &format!("\"{}/", tls_dir()));
+    let config = dir.join("routekey.toml");
+    std::fs::write(&config, text).unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let log = std::fs::File::create(dir.join("proxy.log")).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_routekey-proxy"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("ROUTEKEY_SERVER__LISTEN", format!("127.0.0.1:{port}"))
+        .env("ROUTEKEY_ADMIN__LISTEN", format!("127.0.0.1:{admin}"))
+        .env("RUST_LOG", "routekey_proxy=info")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let ca = PathBuf::from(format!("{}/ca.pem", tls_dir()));
+    let log = || std::fs::read_to_string(dir.join("proxy.log")).unwrap_or_default();
+    let until = |limit: u64| std::time::Instant::now() + std::time::Duration::from_secs(limit);
+    let deadline = until(20);
+    while tls_login(port, &ca).await.is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not serving TLS: {}",
+            log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // The Secret is renewed: new files swapped in by rename, as a mount does.
+    let (new_cert, new_key) = self_signed(&dir);
+    std::fs::copy(&new_key, dir.join("key.tmp")).unwrap();
+    std::fs::rename(dir.join("key.tmp"), &key).unwrap();
+    std::fs::copy(&new_cert, dir.join("cert.tmp")).unwrap();
+    std::fs::rename(dir.join("cert.tmp"), &cert).unwrap();
+    let deadline = until(10);
+    while tls_login(port, &new_cert).await.is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not reloaded: {}",
+            log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        tls_login(port, &ca).await.is_err(),
+        "the old certificate is gone"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -188,7 +188,10 @@ fn encode(a: &[u8]) -> [u8; 43] {
         }
     };
     for (x, y, z) in GROUPS {
-        put(u32::from(a[x]) << 16 | u32::from(a[y]) << 8 | u32::from(a[z]), 4);
+        put(
+            u32::from(a[x]) << 16 | u32::from(a[y]) << 8 | u32::from(a[z]),
+            4,
+        );
     }
     put(u32::from(a[31]) << 8 | u32::from(a[30]), 3);
     out

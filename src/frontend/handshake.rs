@@ -57,6 +57,9 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
 }
 
+/// The plugin the greeting names (its scramble is computed for it by most clients).
+const GREETING_PLUGIN: Plugin = Plugin::MysqlNativePassword;
+
 /// What a handshake needs from the proxy.
 pub struct Context<'a> {
     /// The configuration in force (users, limits).
@@ -204,7 +207,7 @@ async fn greet(
         offered,
         SERVER_COLLATION,
         StatusFlags::SERVER_STATUS_AUTOCOMMIT,
-        Some(Plugin::MysqlNativePassword.name().as_bytes()),
+        Some(GREETING_PLUGIN.name().as_bytes()),
     );
     let mut buf = Vec::new();
     greeting.serialize(&mut buf);
@@ -215,9 +218,9 @@ async fn greet(
 /// An SSLRequest: the first 32 bytes of a HandshakeResponse, with CLIENT_SSL set.
 fn is_ssl_request(packet: &[u8]) -> bool {
     packet.len() == 32
-        && packet[..4].try_into().is_ok_and(|b: [u8; 4]| {
-            u32::from_le_bytes(b) & CapabilityFlags::CLIENT_SSL.bits() != 0
-        })
+        && packet[..4]
+            .try_into()
+            .is_ok_and(|b: [u8; 4]| u32::from_le_bytes(b) & CapabilityFlags::CLIENT_SSL.bits() != 0)
 }
 
 async fn bad_handshake(
@@ -279,7 +282,11 @@ async fn authenticate(
         |u| u.auth_plugin,
     );
     let mut token = response.token.clone();
-    if response.plugin != Some(plugin) {
+    // libmysqlclient opening with a plugin other than the greeting's sends no data and
+    // waits to be asked (MySQL's server restarts the exchange then): an empty token from
+    // such a client is a question, not an empty password.
+    let unasked = plugin != GREETING_PLUGIN && token.is_empty();
+    if response.plugin != Some(plugin) || unasked {
         let mut data = nonce.to_vec();
         data.push(0);
         let mut out = Vec::new();
@@ -301,7 +308,11 @@ async fn authenticate(
             return sha2(client, cx, nonce, user, &token).await;
         }
     };
-    Ok(if accepted { Ok(()) } else { Err("wrong password") })
+    Ok(if accepted {
+        Ok(())
+    } else {
+        Err("wrong password")
+    })
 }
 
 fn gone(e: std::io::Error) -> ProxyError {
@@ -372,5 +383,6 @@ async fn sha2_full(
         client.flush().await?;
         packet = client.stream.expect_packet().await.map_err(gone)?.to_vec();
     }
-    Ok(auth::rsa_password(&key.private, nonce, &packet).ok_or("password not RSA-encrypted with the proxy's key"))
+    Ok(auth::rsa_password(&key.private, nonce, &packet)
+        .ok_or("password not RSA-encrypted with the proxy's key"))
 }

@@ -20,7 +20,7 @@ pub enum ClientStream {
 }
 
 /// What `SHOW STATUS LIKE 'Ssl_%'` reports for a session: the negotiated protocol version
-/// (`TLSv1.3`) and cipher suite (`TLS13_AES_256_GCM_SHA384`), as rustls names them.
+/// (`TLSv1.3`) and cipher suite (`TLS_AES_256_GCM_SHA384`, its IANA name).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsInfo {
     /// `Ssl_version`: `TLSv1.2` or `TLSv1.3`.
@@ -48,11 +48,13 @@ impl ClientStream {
             rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3".to_owned(),
             other => format!("{other:?}"),
         };
+        // rustls names TLS 1.3 suites `TLS13_...`; their IANA names (what MySQL shows)
+        // start `TLS_`.
         let cipher = conn
             .negotiated_cipher_suite()
             .and_then(|s| s.suite().as_str())
             .unwrap_or_default()
-            .to_owned();
+            .replacen("TLS13_", "TLS_", 1);
         Some(TlsInfo { version, cipher })
     }
 }

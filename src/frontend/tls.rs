@@ -56,7 +56,12 @@ impl ClientSecurity {
                 previous.tls.clone()
             }
         };
-        let rsa = match server.rsa_private_key_file.as_deref().map(rsa_key).transpose() {
+        let rsa = match server
+            .rsa_private_key_file
+            .as_deref()
+            .map(rsa_key)
+            .transpose()
+        {
             Ok(rsa) => rsa.map(Arc::new),
             Err(e) => {
                 tracing::warn!(error = %e, "RSA key not reloaded; the previous one stays in force");
@@ -73,7 +78,9 @@ fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, String> {
         .and_then(|certs| certs.collect::<Result<_, _>>())
         .map_err(|e| format!("server.tls_cert_file {cert_file}: {e}"))?;
     if certs.is_empty() {
-        return Err(format!("server.tls_cert_file {cert_file}: no certificate in it"));
+        return Err(format!(
+            "server.tls_cert_file {cert_file}: no certificate in it"
+        ));
     }
     let key = PrivateKeyDer::from_pem_file(&files.key_file)
         .map_err(|e| format!("server.tls_key_file {}: {e}", files.key_file.display()))?;
@@ -81,9 +88,7 @@ fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, String> {
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
-        .map_err(|e| {
-            format!("server.tls_cert_file {cert_file}, server.tls_key_file: {e}")
-        })?;
+        .map_err(|e| format!("server.tls_cert_file {cert_file}, server.tls_key_file: {e}"))?;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 

@@ -89,7 +89,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             other => other?,
         };
         self.stream.read_exact(&mut header[1..]).await?;
-        let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+        let len =
+            usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
         if len >= 0xff_ffff || len > self.codec.max_allowed_packet {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,

@@ -611,7 +611,10 @@ mod tests {
         );
         let sha2 = format!("{native}\nauth_plugin = \"caching_sha2_password\"");
         let e = error(&user(&sha2));
-        assert!(e.contains("a mysql_native_password hash, but auth_plugin is caching_sha2_password"), "{e}");
+        assert!(
+            e.contains("a mysql_native_password hash, but auth_plugin is caching_sha2_password"),
+            "{e}"
+        );
         let e = error(&user(&format!("{native}\npassword = \"x\"")));
         assert!(e.contains("not both"), "{e}");
         let e = error(&user("password_hash = \"*12\""));
