@@ -133,7 +133,7 @@ mod tests {
             (
                 "password = \"app\"",
                 "",
-                "one of password, password_env or password_file",
+                "one of password, password_env, password_file or password_hash",
             ),
         ] {
             let e = Config::from_toml(&with(from, to), "t.toml").unwrap_err();
