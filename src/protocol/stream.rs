@@ -180,3 +180,43 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         self.stream.shutdown().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 3-byte packet (sequence id 0) with `after` right behind it, as one write.
+    async fn wire(after: &[u8]) -> PacketStream<tokio::io::DuplexStream> {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut bytes = vec![3, 0, 0, 0, 1, 2, 3];
+        bytes.extend_from_slice(after);
+        client.write_all(&bytes).await.unwrap();
+        // Kept open: the server side must not see an end of stream.
+        std::mem::forget(client);
+        PacketStream::new(server, 1 << 20)
+    }
+
+    #[tokio::test]
+    async fn an_unbuffered_read_leaves_what_follows_on_the_wire_for_the_upgrade() {
+        // The SSLRequest and the start of the TLS handshake in one segment.
+        let mut s = wire(b"hello").await;
+        let packet = s.read_packet_unbuffered().await.unwrap().unwrap();
+        assert_eq!(&packet[..], [1, 2, 3]);
+        s.upgrade(|mut inner| async move {
+            let mut rest = [0u8; 5];
+            inner.read_exact(&mut rest).await?;
+            assert_eq!(&rest, b"hello");
+            Ok(inner)
+        })
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_upgrade_with_bytes_buffered_is_refused() {
+        let mut s = wire(b"hello").await;
+        s.read_packet().await.unwrap().unwrap();
+        let e = s.upgrade(|inner| async move { Ok(inner) }).await;
+        assert!(e.is_err(), "the bytes behind the packet would be lost");
+    }
+}
