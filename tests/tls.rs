@@ -267,3 +267,50 @@ async fn the_process_reloads_a_certificate_when_its_file_changes() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The greeting's capability flags (low and high halves) from a raw socket.
+async fn greeting_caps(s: &mut tokio::net::TcpStream) -> u32 {
+    use tokio::io::AsyncReadExt;
+    let mut header = [0u8; 4];
+    s.read_exact(&mut header).await.unwrap();
+    let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+    let mut hello = vec![0u8; len];
+    s.read_exact(&mut hello).await.unwrap();
+    let version_end = hello.iter().skip(1).position(|&b| b == 0).unwrap() + 1;
+    let p = version_end + 1 + 4 + 8 + 1;
+    let low = u32::from(u16::from_le_bytes([hello[p], hello[p + 1]]));
+    let high = u32::from(u16::from_le_bytes([hello[p + 5], hello[p + 6]]));
+    low | high << 16
+}
+
+const CLIENT_SSL: u32 = 0x800;
+
+#[tokio::test]
+async fn ssl_is_offered_only_with_a_certificate_and_a_request_without_one_gets_1043() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::start().await;
+    let mut s = tokio::net::TcpStream::connect(h.addr).await.unwrap();
+    assert_ne!(greeting_caps(&mut s).await & CLIENT_SSL, 0, "offered");
+    h.stop().await;
+
+    let mut config = config();
+    config.server.tls = None;
+    let h = Harness::start_with(config).await;
+    let mut s = tokio::net::TcpStream::connect(h.addr).await.unwrap();
+    let caps = greeting_caps(&mut s).await;
+    assert_eq!(caps & CLIENT_SSL, 0, "not offered");
+    // A client asking anyway: a 32-byte SSLRequest (sequence id 1).
+    let mut request = vec![32, 0, 0, 1];
+    request.extend_from_slice(&(caps | CLIENT_SSL).to_le_bytes());
+    request.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    request.push(45);
+    request.extend_from_slice(&[0; 23]);
+    s.write_all(&request).await.unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply[4], 0xff, "an error packet: {reply:?}");
+    assert_eq!(u16::from_le_bytes([reply[5], reply[6]]), 1043);
+    let message = String::from_utf8_lossy(&reply[13..]);
+    assert!(message.contains("no TLS certificate"), "{message}");
+    h.stop().await;
+}
