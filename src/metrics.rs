@@ -61,6 +61,9 @@ struct UserLabel {
     user: String,
 }
 
+/// The `user` label of failed logins with a user name the configuration does not have.
+pub const UNKNOWN_USER: &str = "(unknown)";
+
 /// Probe results, as `routekey_probes_total{result}` names them.
 pub const PROBE_RESULTS: [&str; 3] = ["found", "not_found", "ambiguous"];
 
@@ -76,6 +79,7 @@ pub struct Metrics {
     config_reloads: Family<ResultLabel, Counter>,
     draining: AtomicBool,
     scatters: Family<UserLabel, Counter>,
+    login_failures: Family<UserLabel, Counter>,
     /// The same counts, listed by SHOW ROUTEKEY STATS (users are configured: few).
     scatters_by_user: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
     fan_out: Histogram,
@@ -100,6 +104,7 @@ impl Default for Metrics {
             config_reloads: Family::default(),
             draining: AtomicBool::new(false),
             scatters: Family::default(),
+            login_failures: Family::default(),
             scatters_by_user: Default::default(),
             fan_out: Histogram::new(exponential_buckets(1.0, 2.0, 8)),
             probes: Family::default(),
@@ -250,6 +255,14 @@ impl Metrics {
         ClientGuard(&self.client_connections)
     }
 
+    /// Counts a failed client login. `user` is a configured user's name, or `None` for a
+    /// name no user has (all such counted under `(unknown)`, so made-up names cannot grow
+    /// the label set).
+    pub fn count_login_failure(&self, user: Option<&str>) {
+        let user = user.unwrap_or(UNKNOWN_USER).to_owned();
+        self.login_failures.get_or_create(&UserLabel { user }).inc();
+    }
+
     /// Counts a configuration reload.
     pub fn count_reload(&self, ok: bool) {
         let result = if ok { "success" } else { "failure" };
@@ -291,6 +304,11 @@ impl Metrics {
             "scatter_statements",
             "Statements without a usable order id run on every shard of a table (or of one channel), by user",
             self.scatters.clone(),
+        );
+        r.register(
+            "login_failures",
+            "Client logins refused (wrong password, unknown user, plugin or TLS requirement not met), by user; user names no account has are counted as (unknown)",
+            self.login_failures.clone(),
         );
         r.register(
             "statement_fan_out",

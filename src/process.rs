@@ -34,6 +34,7 @@ pub fn load(path: &Path, flags: &Flags) -> Result<Config, String> {
 
 /// Serves until a drain ends: the MySQL listener, the admin port, signals, reloads.
 pub async fn run(path: PathBuf, config: Config, flags: Flags) -> Result<(), String> {
+    crate::frontend::tls::ClientSecurity::load(&config.server)?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
@@ -116,35 +117,65 @@ pub fn reload(proxy: &Proxy, path: &Path, flags: &Flags, why: &str) {
     }
 }
 
-/// Watches the directory of `path`; changes to its entry (or to a `..data` symlink swap)
-/// reload it once they settle. The watcher stops when the returned value is dropped.
+/// The files a reload reads besides the configuration: the client TLS certificate and
+/// key and the RSA key, as the configuration at start names them.
+fn material_files(config: &Config) -> Vec<PathBuf> {
+    let server = &config.server;
+    let tls = server
+        .tls
+        .iter()
+        .flat_map(|t| [t.cert_file.clone(), t.key_file.clone()]);
+    tls.chain(server.rsa_private_key_file.clone()).collect()
+}
+
+/// Watches the directories of `path` and of the TLS and RSA files; a change to one of
+/// their entries (or a `..data` symlink swap) reloads the configuration, and with it those
+/// files, once they settle. The watcher stops when the returned value is dropped.
 fn watch(proxy: Arc<Proxy>, path: PathBuf, flags: Flags) -> notify::Result<impl Drop> {
     use notify::Watcher;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
-    let name = path.file_name().map(|n| n.to_owned());
+    let dir_of = |p: &Path| {
+        p.parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    };
+    let files: Vec<PathBuf> = std::iter::once(path.clone())
+        .chain(material_files(&proxy.runtime().config))
+        .collect();
+    let names: Vec<_> = files
+        .iter()
+        .filter_map(|f| f.file_name().map(|n| n.to_owned()))
+        .collect();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         let ours = event.paths.iter().any(|p| {
-            let file = p.file_name();
-            file == name.as_deref() || file.is_some_and(|f| f == "..data")
+            p.file_name()
+                .is_some_and(|f| f == "..data" || names.iter().any(|n| n == f))
         });
         if ours && !matches!(event.kind, notify::EventKind::Access(_)) {
             let _ = tx.send(());
         }
     })?;
-    watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+    let mut dirs: Vec<PathBuf> = files.iter().map(|f| dir_of(f)).collect();
+    dirs.sort();
+    dirs.dedup();
+    for dir in &dirs {
+        watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
+    }
     tokio::spawn(async move {
-        let mut last = std::fs::read(&path).ok();
+        let read_all = || {
+            files
+                .iter()
+                .map(|f| std::fs::read(f).ok())
+                .collect::<Vec<_>>()
+        };
+        let mut last = read_all();
         while rx.recv().await.is_some() {
             tokio::time::sleep(SETTLE).await;
             while rx.try_recv().is_ok() {}
-            let now = std::fs::read(&path).ok();
-            if now.is_none() || now == last {
+            let now = read_all();
+            if now[0].is_none() || now == last {
                 continue;
             }
             last = now;

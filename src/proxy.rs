@@ -37,6 +37,9 @@ pub struct Runtime {
     pub protected_databases: Vec<String>,
     /// 1 for the configuration loaded at start, then one more per reload.
     pub generation: u64,
+    /// The TLS certificate and RSA key clients are offered, read from the files the
+    /// configuration names (on reload, a file that does not load keeps the previous one).
+    pub client_security: crate::frontend::tls::ClientSecurity,
 }
 
 impl Runtime {
@@ -69,7 +72,16 @@ impl Runtime {
             Some(p) => Router::new(config.clone(), index).counting_into(&p.router),
             None => Router::new(config.clone(), index),
         };
+        use crate::frontend::tls::ClientSecurity;
+        let client_security = match previous {
+            Some(p) => ClientSecurity::reload(&config.server, &p.client_security),
+            None => ClientSecurity::load(&config.server).unwrap_or_else(|e| {
+                tracing::error!(error = %e, "client TLS/RSA material not loaded; not offered");
+                ClientSecurity::default()
+            }),
+        };
         Self {
+            client_security,
             router,
             pools: Pools::rebuild(&config, previous.map(|p| &p.pools)),
             analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
@@ -98,6 +110,8 @@ pub struct Proxy {
     pub issuer: Arc<crate::id::issuer::Issuer>,
     /// Sessions by connection id (KILL).
     pub sessions: crate::sessions::Registry,
+    /// The caching_sha2_password fast-path cache and recent failed logins.
+    pub logins: crate::frontend::auth::Logins,
     /// Counters for `/metrics`.
     pub metrics: crate::metrics::Metrics,
     /// Set once a drain is asked for (SIGTERM, `/quitquitquit`).
@@ -121,6 +135,7 @@ impl Proxy {
                 Arc::new(crate::id::issuer::SystemClock),
             ),
             sessions: Default::default(),
+            logins: Default::default(),
             metrics: Default::default(),
             drain_requested: tokio::sync::watch::Sender::new(false),
             router_stats: runtime.router.stats().clone(),

@@ -329,7 +329,9 @@ async fn ids_from_four_proxy_processes_and_32_clients_are_unique_and_carry_their
     let dir = std::env::temp_dir().join(format!("rk-fleet-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml"))
+            .unwrap()
+            .replace("\".sandbox/tls/", &format!("\"{}/tls/", sandbox_dir()));
     for ds in 0..2 {
         text = text.replace(
             &format!("127.0.0.1:{}", 33061 + ds),

@@ -25,6 +25,7 @@ fn demo_text() -> String {
         .unwrap()
         .replace("127.0.0.1:33061", &format!("127.0.0.1:{}", sandbox_port(0)))
         .replace("127.0.0.1:33062", &format!("127.0.0.1:{}", sandbox_port(1)))
+        .replace("\".sandbox/tls/", &format!("\"{}/tls/", sandbox_dir()))
 }
 
 impl Proc {

@@ -20,10 +20,9 @@ const SEEDED: &str = "user_id BETWEEN 100 AND 300";
 /// The demo configuration with one more user.
 fn with_user(mut config: Config, name: &str, scatter: Scatter, writes: Scatter) -> Config {
     config.users.push(User {
-        name: name.to_owned(),
-        password: name.to_owned(),
         scatter,
         scatter_writes: writes,
+        ..User::new(name, name)
     });
     config
 }

@@ -4,13 +4,14 @@
 //! Parsing is strict: unknown keys are errors, and every error names the file, the line and
 //! the key (`config/demo.toml:42: channels[1].code: ...`).
 
+mod credential;
 pub mod env;
 mod raw;
 mod validate;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -143,6 +144,13 @@ pub struct ServerConfig {
     /// before it closes, for pods whose app still opens connections after the signal.
     /// Default 0. Counts against `drain_timeout`.
     pub drain_delay: Duration,
+    /// TLS toward clients (`tls_cert_file` and `tls_key_file`, both or neither): offered in
+    /// the greeting when set; `None` (the default): clients asking for TLS are refused.
+    pub tls: Option<TlsFiles>,
+    /// `rsa_private_key_file`: an RSA key (PEM, PKCS#8 or PKCS#1) for the
+    /// caching_sha2_password public key exchange over clear-text TCP; its public half is
+    /// what clients are sent. `None` (the default): full authentication needs TLS.
+    pub rsa_private_key_file: Option<PathBuf>,
     /// Threads of the runtime that serves clients. `None` (the default): as many as the
     /// CPUs the process may use, which follows its CPU affinity and cgroup quota
     /// ([`std::thread::available_parallelism`]), e.g. 1 for a container limited to one CPU.
@@ -160,14 +168,31 @@ impl ServerConfig {
     }
 }
 
-/// A client account (mysql_native_password).
+/// The certificate chain and private key the client listener offers (PEM files, read at
+/// start and again at every reload; paths relative to the working directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// `server.tls_cert_file`: the certificate, then any intermediates.
+    pub cert_file: PathBuf,
+    /// `server.tls_key_file`: its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+}
+
+/// A client account.
 #[derive(Debug, Clone)]
 pub struct User {
     /// Login name.
     pub name: String,
-    /// Password in clear (from `password`, `password_env` or `password_file`); only its
-    /// scramble crosses the wire.
-    pub password: String,
+    /// How the password is known: in clear (from `password`, `password_env` or
+    /// `password_file`), or as the hash `mysql.user` stores (`password_hash`). Only
+    /// scrambles cross the wire, or the clear password inside TLS or RSA encryption.
+    pub credential: Credential,
+    /// The authentication plugin clients must use (`auth_plugin`, default
+    /// `mysql_native_password`); a client that opens with the other one is switched.
+    pub auth_plugin: AuthPlugin,
+    /// Refused unless the connection is secure (TLS; a local socket would count too), with
+    /// ER_ACCESS_DENIED_ERROR as MySQL answers a `REQUIRE SSL` account (default false).
+    pub require_tls: bool,
     /// Reads without a usable order id run on every shard (`allow`, the default) or are
     /// refused; a `/*scatter='allow'*/` or `/*scatter='refuse'*/` hint overrides it for
     /// one statement.
@@ -176,6 +201,45 @@ pub struct User {
     /// every shard they reach when those all lie on one datasource (`allow`).
     pub scatter_writes: Scatter,
 }
+
+impl User {
+    /// A `mysql_native_password` user with a clear password and the defaults of the
+    /// other keys (scatter reads allowed, scatter writes refused, TLS not required).
+    pub fn new(name: &str, password: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            credential: Credential::Password(password.to_owned()),
+            auth_plugin: AuthPlugin::MysqlNativePassword,
+            require_tls: false,
+            scatter: Scatter::Allow,
+            scatter_writes: Scatter::Refuse,
+        }
+    }
+}
+
+/// A client authentication plugin the proxy speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthPlugin {
+    /// SHA1 scramble (the default; MySQL 8.4 and 9 clients may lack it).
+    #[default]
+    MysqlNativePassword,
+    /// SHA256 scramble with a cached fast path; the first login of a (user, password)
+    /// needs TLS or the RSA key exchange.
+    CachingSha2Password,
+}
+
+impl AuthPlugin {
+    /// The name on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::MysqlNativePassword => "mysql_native_password",
+            Self::CachingSha2Password => "caching_sha2_password",
+        }
+    }
+}
+
+pub use credential::{Credential, Sha2Crypt, native_hash, parse_hash, sha256_crypt};
 
 /// Whether statements without a usable order id may run on every shard.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]

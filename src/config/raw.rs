@@ -129,6 +129,9 @@ pub struct RawServer {
     pub drain_timeout: Duration,
     #[serde(default, with = "humantime_serde")]
     pub drain_delay: Duration,
+    pub tls_cert_file: Option<String>,
+    pub tls_key_file: Option<String>,
+    pub rsa_private_key_file: Option<String>,
     #[serde(default)]
     pub worker_threads: Option<usize>,
 }
@@ -160,6 +163,11 @@ pub struct RawUser {
     pub password: Option<String>,
     pub password_env: Option<String>,
     pub password_file: Option<String>,
+    pub password_hash: Option<String>,
+    #[serde(default)]
+    pub auth_plugin: super::AuthPlugin,
+    #[serde(default)]
+    pub require_tls: bool,
     #[serde(default = "allow")]
     pub scatter: super::Scatter,
     #[serde(default = "refuse")]

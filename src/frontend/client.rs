@@ -2,8 +2,8 @@
 //! negotiated them (classic EOF or DEPRECATE_EOF, session tracking on or off).
 
 use mysql_common::constants::CapabilityFlags;
-use tokio::net::TcpStream;
 
+use super::stream::ClientStream;
 use crate::error::ProxyError;
 use crate::protocol::PacketStream;
 use crate::protocol::packets::{
@@ -14,7 +14,7 @@ use crate::protocol::packets::{
 /// The client connection and what it negotiated.
 pub struct Client {
     /// Packets to and from the client.
-    pub stream: PacketStream<TcpStream>,
+    pub stream: PacketStream<ClientStream>,
     /// Capabilities both sides agreed on.
     pub caps: CapabilityFlags,
 }

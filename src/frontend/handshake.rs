@@ -1,6 +1,12 @@
-//! The server side of the MySQL handshake: greeting, capability negotiation, character set
-//! check and mysql_native_password against the configured users, with a fresh scramble per
-//! connection.
+//! The server side of the MySQL handshake: greeting, the TLS upgrade when the client asks
+//! (an SSLRequest, then the TLS handshake, then the HandshakeResponse inside TLS),
+//! capability negotiation, the character set check, and authentication with the user's
+//! plugin (`mysql_native_password` or `caching_sha2_password`; a client that opens with the
+//! other one gets an AuthSwitchRequest), with a fresh scramble per connection.
+//!
+//! [`accept`] reads everything the client sends but leaves the final answer (OK or ERR) to
+//! its caller, which may have to wait first: failed logins slow the next ones down
+//! ([`super::auth::Logins`]), and that wait must not count against the handshake timeout.
 
 use std::collections::HashMap;
 
@@ -8,12 +14,13 @@ use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::MySerialize;
-use mysql_common::scramble::scramble_native;
-use rand::Rng;
 use tokio::net::TcpStream;
 
+use super::auth::{self, Logins};
 use super::client::Client;
-use crate::config::Config;
+use super::stream::{ClientStream, TlsInfo};
+use super::tls::ClientSecurity;
+use crate::config::{AuthPlugin as Plugin, Config, User};
 use crate::error::{ER_ACCESS_DENIED_ERROR, ER_UNKNOWN_CHARACTER_SET, ProxyError};
 use crate::protocol::PacketStream;
 use crate::sql::charset::{collation_names, decoding_for};
@@ -21,9 +28,14 @@ use crate::sql::charset::{collation_names, decoding_for};
 /// Collation id advertised in the greeting: utf8mb4_general_ci, what the backends use.
 pub const SERVER_COLLATION: u8 = 45;
 
-/// Capabilities the proxy offers. CLIENT_LONG_PASSWORD stays set so MariaDB clients do not
-/// expect MariaDB-only extended capabilities; SESSION_TRACK is offered so clients read the
-/// OK packet's info length-encoded (no session-state data is ever sent).
+/// ER_HANDSHAKE_ERROR: a first packet that is neither a HandshakeResponse nor, with TLS
+/// configured, an SSLRequest.
+const ER_HANDSHAKE_ERROR: u16 = 1043;
+
+/// Capabilities the proxy offers (CLIENT_SSL is added when TLS is configured).
+/// CLIENT_LONG_PASSWORD stays set so MariaDB clients do not expect MariaDB-only extended
+/// capabilities; SESSION_TRACK is offered so clients read the OK packet's info
+/// length-encoded (no session-state data is ever sent).
 pub fn server_capabilities() -> CapabilityFlags {
     CapabilityFlags::CLIENT_LONG_PASSWORD
         | CapabilityFlags::CLIENT_FOUND_ROWS
@@ -45,11 +57,30 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
 }
 
-/// A client that passed authentication.
+/// The plugin the greeting names (its scramble is computed for it by most clients).
+const GREETING_PLUGIN: Plugin = Plugin::MysqlNativePassword;
+
+/// What a handshake needs from the proxy.
+pub struct Context<'a> {
+    /// The configuration in force (users, limits).
+    pub config: &'a Config,
+    /// Its TLS certificate and RSA key.
+    pub security: &'a ClientSecurity,
+    /// The fast-path cache.
+    pub logins: &'a Logins,
+    /// The version string of the greeting.
+    pub server_version: &'a str,
+    /// The connection id of the greeting (what `KILL` takes).
+    pub connection_id: u32,
+    /// `ip:port` of the client, for messages.
+    pub peer: &'a str,
+}
+
+/// A client that finished the handshake, accepted or not yet told it is refused.
 pub struct Login {
     /// The connection, with the negotiated capabilities.
     pub client: Client,
-    /// User name.
+    /// User name as the client sent it.
     pub user: String,
     /// Database asked for at connect.
     pub database: Option<String>,
@@ -57,152 +88,301 @@ pub struct Login {
     pub collation: u8,
     /// Connection attributes (`program_name`, ...).
     pub attributes: HashMap<String, String>,
+    /// The TLS parameters; `None` in clear text.
+    pub tls: Option<TlsInfo>,
+    /// `Ok` when the login is accepted; else the error to send and, for the log, why.
+    pub verdict: Result<(), Refusal>,
 }
 
-/// A 20-byte scramble of printable characters (never NUL).
-fn scramble() -> [u8; 20] {
-    let mut rng = rand::rng();
-    std::array::from_fn(|_| rng.random_range(33u8..=126))
+/// A refused login.
+pub struct Refusal {
+    /// What the client is told (ER_ACCESS_DENIED_ERROR, as MySQL words it).
+    pub error: ProxyError,
+    /// Why, for the log (never the password).
+    pub reason: &'static str,
+    /// Whether the user name is a configured user's (metrics label).
+    pub known_user: bool,
 }
 
-fn native_token(nonce: &[u8], password: &str) -> Vec<u8> {
-    if password.is_empty() {
-        return Vec::new();
-    }
-    scramble_native(nonce, password.as_bytes())
-        .map(|s| s.to_vec())
-        .unwrap_or_default()
+/// What the client sent in its HandshakeResponse, owned.
+struct Response {
+    caps: CapabilityFlags,
+    user: String,
+    database: Option<String>,
+    attributes: HashMap<String, String>,
+    collation: u8,
+    token: Vec<u8>,
+    plugin: Option<Plugin>,
 }
 
-/// Equal in time independent of where the inputs differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Runs the handshake. Returns `Ok(None)` when the client went away or was refused (the
-/// error packet has been sent).
-pub async fn accept(
-    tcp: TcpStream,
-    config: &Config,
-    server_version: &str,
-    connection_id: u32,
-    peer: &str,
-) -> Result<Option<Login>, ProxyError> {
-    let mut stream = PacketStream::new(tcp, config.server.max_packet_size);
+/// Runs the handshake up to the final answer. Returns `Ok(None)` when the client went away
+/// or was refused before authentication (bad packet, unknown character set; the error
+/// packet has been sent).
+pub async fn accept(tcp: TcpStream, cx: &Context<'_>) -> Result<Option<Login>, ProxyError> {
     let io = |e: std::io::Error| ProxyError::Io(format!("handshake: {e}"));
-    let nonce = scramble();
+    let max_packet = cx.config.server.max_packet_size;
+    let mut stream = PacketStream::new(ClientStream::Tcp(tcp), max_packet);
+    let nonce = auth::scramble();
+    let mut offered = server_capabilities();
+    if cx.security.tls.is_some() {
+        offered |= CapabilityFlags::CLIENT_SSL;
+    }
+    greet(&mut stream, cx, &nonce, offered).await.map_err(io)?;
+    let Some(mut reply) = stream.read_packet_unbuffered().await.map_err(io)? else {
+        return Ok(None);
+    };
+    if is_ssl_request(&reply) {
+        let Some(acceptor) = cx.security.tls.clone() else {
+            let message = "SSL connection requested, but this proxy has no TLS certificate (server.tls_cert_file); connect without SSL";
+            return bad_handshake(stream, offered, message).await;
+        };
+        stream = stream
+            .upgrade(|s| async move {
+                match s {
+                    ClientStream::Tcp(tcp) => {
+                        let tls = acceptor.accept(tcp).await?;
+                        Ok(ClientStream::Tls(Box::new(tls)))
+                    }
+                    other => Ok(other),
+                }
+            })
+            .await
+            .map_err(|e| ProxyError::Io(format!("TLS handshake: {e}")))?;
+        let Some(next) = stream.read_packet().await.map_err(io)? else {
+            return Ok(None);
+        };
+        reply = next;
+    }
+    let Some(response) = parse_response(&reply) else {
+        return bad_handshake(stream, offered, "Bad handshake").await;
+    };
+    let mut client = Client {
+        stream,
+        caps: response.caps & offered,
+    };
+    if let Some((charset, _)) = collation_names(response.collation) {
+        if let Err(message) = decoding_for(&charset) {
+            let e = ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", message);
+            client.error(&e)?;
+            client.flush().await?;
+            return Ok(None);
+        }
+    }
+    let user = cx.config.user(&response.user);
+    let verdict = authenticate(&mut client, cx, &nonce, user, &response).await?;
+    let verdict = verdict.and_then(|()| match user {
+        Some(u) if u.require_tls && !client.stream.get_ref().is_secure() => Err("TLS required"),
+        _ => Ok(()),
+    });
+    let tls = client.stream.get_ref().tls_info();
+    Ok(Some(Login {
+        verdict: verdict.map_err(|reason| Refusal {
+            error: access_denied(&response.user, cx.peer, !response.token.is_empty()),
+            reason,
+            known_user: user.is_some(),
+        }),
+        client,
+        user: response.user,
+        database: response.database,
+        collation: response.collation,
+        attributes: response.attributes,
+        tls,
+    }))
+}
+
+async fn greet(
+    stream: &mut PacketStream<ClientStream>,
+    cx: &Context<'_>,
+    nonce: &[u8; 20],
+    offered: CapabilityFlags,
+) -> std::io::Result<()> {
     let mut part2 = nonce[8..].to_vec();
     part2.push(0);
     let greeting = HandshakePacket::new(
         10,
-        server_version.as_bytes(),
-        connection_id,
+        cx.server_version.as_bytes(),
+        cx.connection_id,
         nonce[..8].try_into().expect("8 bytes"),
         Some(part2),
-        server_capabilities(),
+        offered,
         SERVER_COLLATION,
         StatusFlags::SERVER_STATUS_AUTOCOMMIT,
-        Some(&b"mysql_native_password"[..]),
+        Some(GREETING_PLUGIN.name().as_bytes()),
     );
     let mut buf = Vec::new();
     greeting.serialize(&mut buf);
-    stream.write_packet(&buf).map_err(io)?;
-    stream.flush().await.map_err(io)?;
-
-    let Some(reply) = stream.read_packet().await.map_err(io)? else {
-        return Ok(None);
-    };
-    let mut client = Client {
-        stream,
-        caps: server_capabilities(),
-    };
-    let refuse = |client: &mut Client, e: ProxyError| -> Result<Option<Login>, ProxyError> {
-        client.error(&e)?;
-        Ok(None)
-    };
-    let response: HandshakeResponse<'_> = match ParseBuf(&reply).parse(()) {
-        Ok(r) => r,
-        Err(_) => {
-            let ssl = reply.len() == 32;
-            let message = if ssl {
-                "routekey-proxy does not offer TLS on this port; connect without SSL (the sidecar listens on loopback)"
-            } else {
-                "Bad handshake"
-            };
-            client.error(&ProxyError::client(1043, b"08S01", message))?;
-            client.flush().await?;
-            return Ok(None);
-        }
-    };
-    client.caps = response.capabilities() & server_capabilities();
-    let user = String::from_utf8_lossy(response.user()).into_owned();
-    let database = response
-        .db_name()
-        .filter(|d| !d.is_empty())
-        .map(|d| String::from_utf8_lossy(d).into_owned());
-    let attributes = response.connect_attributes().unwrap_or_default();
-    let collation = response.collation();
-    let mut token = response.scramble_buf().to_vec();
-    let native = matches!(
-        response.auth_plugin(),
-        None | Some(AuthPlugin::MysqlNativePassword)
-    );
-    drop(response);
-
-    if let Some((charset, _)) = collation_names(collation) {
-        if let Err(message) = decoding_for(&charset) {
-            let result = refuse(
-                &mut client,
-                ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", message),
-            );
-            client.flush().await?;
-            return result;
-        }
-    }
-    if !native {
-        // Ask for mysql_native_password with the same scramble.
-        let data = buf_with_nul(&nonce);
-        let switch = AuthSwitchRequest::new(&b"mysql_native_password"[..], &data[..]);
-        let mut out = Vec::new();
-        switch.serialize(&mut out);
-        client.packet(&out)?;
-        client.flush().await?;
-        let Some(answer) = client.stream.read_packet().await.map_err(io)? else {
-            return Ok(None);
-        };
-        token = answer.to_vec();
-    }
-    let password_given = !token.is_empty();
-    let accepted = config
-        .user(&user)
-        .is_some_and(|u| same(&token, &native_token(&nonce, &u.password)));
-    if !accepted {
-        let host = peer.rsplit_once(':').map_or(peer, |(h, _)| h);
-        let result = refuse(
-            &mut client,
-            ProxyError::client(
-                ER_ACCESS_DENIED_ERROR,
-                b"28000",
-                format!(
-                    "Access denied for user '{user}'@'{host}' (using password: {})",
-                    if password_given { "YES" } else { "NO" }
-                ),
-            ),
-        );
-        client.flush().await?;
-        return result;
-    }
-    Ok(Some(Login {
-        client,
-        user,
-        database,
-        collation,
-        attributes,
-    }))
+    stream.write_packet(&buf)?;
+    stream.flush().await
 }
 
-fn buf_with_nul(nonce: &[u8; 20]) -> Vec<u8> {
-    let mut v = nonce.to_vec();
-    v.push(0);
-    v
+/// An SSLRequest: the first 32 bytes of a HandshakeResponse, with CLIENT_SSL set.
+fn is_ssl_request(packet: &[u8]) -> bool {
+    packet.len() == 32
+        && packet[..4]
+            .try_into()
+            .is_ok_and(|b: [u8; 4]| u32::from_le_bytes(b) & CapabilityFlags::CLIENT_SSL.bits() != 0)
+}
+
+async fn bad_handshake(
+    stream: PacketStream<ClientStream>,
+    offered: CapabilityFlags,
+    message: &str,
+) -> Result<Option<Login>, ProxyError> {
+    let mut client = Client {
+        stream,
+        caps: offered,
+    };
+    client.error(&ProxyError::client(ER_HANDSHAKE_ERROR, b"08S01", message))?;
+    client.flush().await?;
+    Ok(None)
+}
+
+fn parse_response(packet: &[u8]) -> Option<Response> {
+    let r: HandshakeResponse<'_> = ParseBuf(packet).parse(()).ok()?;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Some(Response {
+        caps: r.capabilities(),
+        user: text(r.user()),
+        database: r.db_name().filter(|d| !d.is_empty()).map(text),
+        attributes: r.connect_attributes().unwrap_or_default(),
+        collation: r.collation(),
+        token: r.scramble_buf().to_vec(),
+        plugin: match r.auth_plugin() {
+            None | Some(AuthPlugin::MysqlNativePassword) => Some(Plugin::MysqlNativePassword),
+            Some(AuthPlugin::CachingSha2Password) => Some(Plugin::CachingSha2Password),
+            Some(_) => None,
+        },
+    })
+}
+
+/// MySQL's answer to every refused login (wrong password, unknown user, `REQUIRE SSL`).
+fn access_denied(user: &str, peer: &str, password_given: bool) -> ProxyError {
+    let host = peer.rsplit_once(':').map_or(peer, |(h, _)| h);
+    ProxyError::client(
+        ER_ACCESS_DENIED_ERROR,
+        b"28000",
+        format!(
+            "Access denied for user '{user}'@'{host}' (using password: {})",
+            if password_given { "YES" } else { "NO" }
+        ),
+    )
+}
+
+/// Checks the client's proof with the user's plugin, switching the client to it first
+/// when it opened with another. Unknown users go through the same steps and fail.
+async fn authenticate(
+    client: &mut Client,
+    cx: &Context<'_>,
+    nonce: &[u8; 20],
+    user: Option<&User>,
+    response: &Response,
+) -> Result<Result<(), &'static str>, ProxyError> {
+    let plugin = user.map_or(
+        response.plugin.unwrap_or(Plugin::MysqlNativePassword),
+        |u| u.auth_plugin,
+    );
+    let mut token = response.token.clone();
+    // libmysqlclient opening with a plugin other than the greeting's sends no data and
+    // waits to be asked (MySQL's server restarts the exchange then): an empty token from
+    // such a client is a question, not an empty password.
+    let unasked = plugin != GREETING_PLUGIN && token.is_empty();
+    if response.plugin != Some(plugin) || unasked {
+        let mut data = nonce.to_vec();
+        data.push(0);
+        let mut out = Vec::new();
+        AuthSwitchRequest::new(plugin.name().as_bytes(), &data[..]).serialize(&mut out);
+        client.packet(&out)?;
+        client.flush().await?;
+        token = client.stream.expect_packet().await.map_err(gone)?.to_vec();
+    }
+    let Some(user) = user else {
+        if plugin == Plugin::CachingSha2Password && !token.is_empty() {
+            // As for a wrong password: the client is asked for the full authentication.
+            let _ = sha2_full(client, cx, nonce).await?;
+        }
+        return Ok(Err("unknown user"));
+    };
+    let accepted = match plugin {
+        Plugin::MysqlNativePassword => auth::native_ok(nonce, &token, &user.credential),
+        Plugin::CachingSha2Password => {
+            return sha2(client, cx, nonce, user, &token).await;
+        }
+    };
+    Ok(if accepted {
+        Ok(())
+    } else {
+        Err("wrong password")
+    })
+}
+
+fn gone(e: std::io::Error) -> ProxyError {
+    ProxyError::ClientGone(format!("handshake: {e}"))
+}
+
+/// AuthMoreData (0x01) bytes of caching_sha2_password: fast authentication succeeded.
+const FAST_AUTH_SUCCESS: u8 = 0x03;
+/// AuthMoreData: send the password in full.
+const PERFORM_FULL_AUTHENTICATION: u8 = 0x04;
+/// The client's request for the server's RSA public key.
+const REQUEST_PUBLIC_KEY: &[u8] = &[0x02];
+
+async fn sha2(
+    client: &mut Client,
+    cx: &Context<'_>,
+    nonce: &[u8; 20],
+    user: &User,
+    token: &[u8],
+) -> Result<Result<(), &'static str>, ProxyError> {
+    if token.is_empty() || token == [0] {
+        let empty = auth::is_empty_password(&user.credential);
+        return Ok(if empty { Ok(()) } else { Err("wrong password") });
+    }
+    let cached = cx.logins.sha2_cached(&user.name, &user.credential);
+    if cached.is_some_and(|stage2| auth::sha2_fast_ok(nonce, token, &stage2)) {
+        client.packet(&[0x01, FAST_AUTH_SUCCESS])?;
+        return Ok(Ok(()));
+    }
+    let password = match sha2_full(client, cx, nonce).await? {
+        Ok(p) => p,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    match auth::full_ok(&password, &user.credential) {
+        Some(stage2) => {
+            cx.logins.sha2_learnt(&user.name, &user.credential, stage2);
+            Ok(Ok(()))
+        }
+        None => Ok(Err("wrong password")),
+    }
+}
+
+/// Asks for the password in full and reads it: in clear inside TLS, or encrypted with the
+/// RSA key (sent first when the client asks for it with 0x02).
+async fn sha2_full(
+    client: &mut Client,
+    cx: &Context<'_>,
+    nonce: &[u8; 20],
+) -> Result<Result<Vec<u8>, &'static str>, ProxyError> {
+    client.packet(&[0x01, PERFORM_FULL_AUTHENTICATION])?;
+    client.flush().await?;
+    let mut packet = client.stream.expect_packet().await.map_err(gone)?.to_vec();
+    if client.stream.get_ref().is_secure() {
+        if packet.last() == Some(&0) {
+            packet.pop();
+        }
+        return Ok(Ok(packet));
+    }
+    let Some(key) = cx.security.rsa.clone() else {
+        return Ok(Err(
+            "caching_sha2_password full authentication over clear-text TCP without an RSA key (server.rsa_private_key_file)",
+        ));
+    };
+    if packet == REQUEST_PUBLIC_KEY {
+        let mut out = vec![0x01];
+        out.extend_from_slice(key.public_pem.as_bytes());
+        client.packet(&out)?;
+        client.flush().await?;
+        packet = client.stream.expect_packet().await.map_err(gone)?.to_vec();
+    }
+    Ok(auth::rsa_password(&key.private, nonce, &packet)
+        .ok_or("password not RSA-encrypted with the proxy's key"))
 }

@@ -2,6 +2,7 @@
 //! loop here reads one command at a time (so pipelined commands are answered in order) and
 //! hands it to the session; `query` is the table of contents of statement handling.
 
+pub mod auth;
 mod catalog;
 pub mod client;
 mod explain;
@@ -14,6 +15,8 @@ mod query;
 mod respond;
 mod statement;
 mod statement_log;
+pub mod stream;
+pub mod tls;
 pub use query::kill_running_statement;
 pub mod session;
 mod set;
@@ -47,8 +50,15 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     let limit = runtime.config.server.handshake_timeout;
     let version = proxy.server_version().await;
     let peer_text = peer.to_string();
-    let greeting = handshake::accept(tcp, &runtime.config, &version, id, &peer_text);
-    let login = match tokio::time::timeout(limit, greeting).await {
+    let cx = handshake::Context {
+        config: &runtime.config,
+        security: &runtime.client_security,
+        logins: &proxy.logins,
+        server_version: &version,
+        connection_id: id,
+        peer: &peer_text,
+    };
+    let login = match tokio::time::timeout(limit, handshake::accept(tcp, &cx)).await {
         Ok(Ok(Some(login))) => login,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {
@@ -59,6 +69,9 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
             tracing::debug!(connection = id, %peer, "handshake not finished in time");
             return;
         }
+    };
+    let Some(login) = answer_login(&proxy, login, peer, limit).await else {
+        return;
     };
     let mut client = login.client;
     let collation = login.collation;
@@ -75,6 +88,7 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     if let Some(v) = server_version {
         session.lex_mode.server_version = v;
     }
+    session.tls = login.tls;
     tracing::debug!(connection = id, user = %session.user(), "client connected");
     let welcome = match &login.database {
         Some(db) => session.select_database(db).await,
@@ -126,6 +140,38 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
     }
     session.txn.release_all().await;
     tracing::debug!(connection = id, "client disconnected");
+}
+
+/// Tells the client whether it is in, after the failed-login delay of its (address, user)
+/// (an async sleep of this connection's task alone, outside the handshake timeout); counts
+/// and logs a refusal (never the password). `None` when refused.
+async fn answer_login(
+    proxy: &Proxy,
+    mut login: handshake::Login,
+    peer: SocketAddr,
+    limit: std::time::Duration,
+) -> Option<handshake::Login> {
+    let delay = proxy.logins.delay(peer.ip(), &login.user);
+    if !delay.is_zero() {
+        tracing::debug!(user = %login.user, %peer, ?delay, "recent failed logins: answering late");
+        tokio::time::sleep(delay).await;
+    }
+    let refusal = match std::mem::replace(&mut login.verdict, Ok(())) {
+        Ok(()) => {
+            proxy.logins.succeeded(peer.ip(), &login.user);
+            return Some(login);
+        }
+        Err(refusal) => refusal,
+    };
+    proxy.logins.failed(peer.ip(), &login.user);
+    let known = refusal.known_user.then_some(login.user.as_str());
+    proxy.metrics.count_login_failure(known);
+    tracing::info!(user = %login.user, %peer, reason = refusal.reason, "login refused");
+    let mut client = login.client;
+    if client.error(&refusal.error).is_ok() {
+        let _ = tokio::time::timeout(limit, client.flush()).await;
+    }
+    None
 }
 
 /// One protocol command. `Err` means the client connection is gone.

@@ -179,6 +179,7 @@ impl Session {
                 self.kill(client, query_only, target, more).await
             }
             Command::ShowRouteStats => self.show_route_stats(client, more),
+            Command::ShowTlsStatus { like } => self.show_tls_status(client, &like, more),
             Command::ExplainRoute { body } => {
                 self.explain_route(client, sql, body, None, more).await
             }

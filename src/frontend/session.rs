@@ -68,6 +68,9 @@ pub struct Session {
     pub(super) statements: super::prepared::Statements,
     /// This session as other sessions see it (KILL).
     pub(super) handle: Arc<crate::sessions::SessionHandle>,
+    /// The client connection's TLS parameters (`Ssl_cipher`, `Ssl_version`); `None` in
+    /// clear text.
+    pub(super) tls: Option<super::stream::TlsInfo>,
 }
 
 fn literal(s: &str) -> Vec<u8> {
@@ -120,6 +123,7 @@ impl Session {
             warnings: Vec::new(),
             statements: Default::default(),
             handle,
+            tls: None,
         }
     }
 

@@ -119,6 +119,31 @@ impl Session {
         client.result_set(&columns, &rows, ("", ""), status)
     }
 
+    /// `SHOW [SESSION] STATUS LIKE 'Ssl...'`: `Ssl_cipher` and `Ssl_version` of the client
+    /// connection (empty strings in clear text, as MySQL shows them).
+    pub fn show_tls_status(
+        &mut self,
+        client: &mut Client,
+        pattern: &[u8],
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let (cipher, version) = match &self.tls {
+            Some(t) => (t.cipher.as_bytes().to_vec(), t.version.as_bytes().to_vec()),
+            None => (Vec::new(), Vec::new()),
+        };
+        let rows: Vec<Vec<Option<Vec<u8>>>> = [("Ssl_cipher", cipher), ("Ssl_version", version)]
+            .into_iter()
+            .filter(|(name, _)| like(pattern, name.as_bytes()))
+            .map(|(name, value)| vec![Some(name.as_bytes().to_vec()), Some(value)])
+            .collect();
+        let charset = self.result_charset();
+        let columns = [
+            varchar("Variable_name", 64, charset),
+            varchar("Value", 2048, charset),
+        ];
+        client.result_set(&columns, &rows, ("", ""), self.final_status(more))
+    }
+
     /// `SHOW ROUTEKEY STATS`: resolutions by layer since the proxy started, decode failures
     /// by reason, context conflicts, hints followed for unknown ids, and (with a Redis tier)
     /// Redis lookups by result.

@@ -75,6 +75,59 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         }
     }
 
+    /// Reads one packet without reading a byte past its end: for the packet after which
+    /// the stream changes hands (the client's SSLRequest, right behind which its TLS
+    /// handshake may already be on the wire). One chunk only (below 16 MiB); `None` when
+    /// the peer closed before sending anything.
+    pub async fn read_packet_unbuffered(&mut self) -> io::Result<Option<BytesMut>> {
+        if !self.read_buf.is_empty() {
+            return self.read_packet().await;
+        }
+        let mut header = [0u8; 4];
+        match self.stream.read_exact(&mut header[..1]).await {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            other => other?,
+        };
+        self.stream.read_exact(&mut header[1..]).await?;
+        let len =
+            usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+        if len >= 0xff_ffff || len > self.codec.max_allowed_packet {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "packet too large at this step",
+            ));
+        }
+        let mut body = vec![0u8; len];
+        self.stream.read_exact(&mut body).await?;
+        self.read_buf.extend_from_slice(&header);
+        self.read_buf.extend_from_slice(&body);
+        self.read_packet().await
+    }
+
+    /// Hands the stream to `f` (a TLS handshake) and goes on over what it returns, with
+    /// the same sequence ids and settings. Refused when bytes are buffered either way:
+    /// they would belong to the other side of the change.
+    pub async fn upgrade<T, F, Fut>(self, f: F) -> io::Result<PacketStream<T>>
+    where
+        F: FnOnce(S) -> Fut,
+        Fut: std::future::Future<Output = io::Result<T>>,
+    {
+        if !self.read_buf.is_empty() || !self.packet.is_empty() || !self.write_buf.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "data buffered across a transport upgrade",
+            ));
+        }
+        let stream = f(self.stream).await?;
+        Ok(PacketStream {
+            stream,
+            codec: self.codec,
+            read_buf: self.read_buf,
+            packet: self.packet,
+            write_buf: self.write_buf,
+        })
+    }
+
     /// Like [`PacketStream::read_packet`], but a clean close is an error too.
     pub async fn expect_packet(&mut self) -> io::Result<BytesMut> {
         self.read_packet()
@@ -125,5 +178,45 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// Shuts the write side down.
     pub async fn shutdown(&mut self) -> io::Result<()> {
         self.stream.shutdown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 3-byte packet (sequence id 0) with `after` right behind it, as one write.
+    async fn wire(after: &[u8]) -> PacketStream<tokio::io::DuplexStream> {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut bytes = vec![3, 0, 0, 0, 1, 2, 3];
+        bytes.extend_from_slice(after);
+        client.write_all(&bytes).await.unwrap();
+        // Kept open: the server side must not see an end of stream.
+        std::mem::forget(client);
+        PacketStream::new(server, 1 << 20)
+    }
+
+    #[tokio::test]
+    async fn an_unbuffered_read_leaves_what_follows_on_the_wire_for_the_upgrade() {
+        // The SSLRequest and the start of the TLS handshake in one segment.
+        let mut s = wire(b"hello").await;
+        let packet = s.read_packet_unbuffered().await.unwrap().unwrap();
+        assert_eq!(&packet[..], [1, 2, 3]);
+        s.upgrade(|mut inner| async move {
+            let mut rest = [0u8; 5];
+            inner.read_exact(&mut rest).await?;
+            assert_eq!(&rest, b"hello");
+            Ok(inner)
+        })
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_upgrade_with_bytes_buffered_is_refused() {
+        let mut s = wire(b"hello").await;
+        s.read_packet().await.unwrap().unwrap();
+        let e = s.upgrade(|inner| async move { Ok(inner) }).await;
+        assert!(e.is_err(), "the bytes behind the packet would be lost");
     }
 }

@@ -36,7 +36,21 @@ pub fn config() -> Config {
     for (i, ds) in config.datasources.iter_mut().enumerate() {
         ds.address = format!("127.0.0.1:{}", sandbox_port(i));
     }
+    let tls = format!("{}/tls", sandbox_dir());
+    if let Some(files) = config.server.tls.as_mut() {
+        files.cert_file = format!("{tls}/server.pem").into();
+        files.key_file = format!("{tls}/server-key.pem").into();
+    }
+    if config.server.rsa_private_key_file.is_some() {
+        config.server.rsa_private_key_file = Some(format!("{tls}/server-key.pem").into());
+    }
     config
+}
+
+/// The sandbox folder (`ROUTEKEY_SANDBOX_DIR`, default `.sandbox` in the repository).
+pub fn sandbox_dir() -> String {
+    std::env::var("ROUTEKEY_SANDBOX_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/.sandbox").to_owned())
 }
 
 /// A proxy running in-process, with its admin HTTP port.

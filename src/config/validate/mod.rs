@@ -54,33 +54,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         .users
         .iter()
         .enumerate()
-        .map(|(i, u)| {
-            let what = format!("users[{i}] ({})", u.name);
-            let from_outside = u.password.is_none();
-            let password = secret(&c, &what, &u.password, &u.password_env, &u.password_file)?
-                .ok_or_else(|| {
-                    c.err(
-                        None,
-                        format!(
-                            "{what}: one of password, password_env or password_file is required"
-                        ),
-                    )
-                })?;
-            if from_outside && password.is_empty() {
-                // An empty Secret or variable is a deployment mistake, not a wish for an
-                // account without a password.
-                return Err(c.err(
-                    None,
-                    format!("{what}: the password from password_env/password_file is empty"),
-                ));
-            }
-            Ok(User {
-                name: u.name.clone(),
-                password,
-                scatter: u.scatter,
-                scatter_writes: u.scatter_writes,
-            })
-        })
+        .map(|(i, u)| user(&c, i, u))
         .collect::<Result<Vec<_>, ConfigError>>()?;
     if users.is_empty() {
         return Err(c.err(None, "users: at least one [[users]] entry is required"));
@@ -201,6 +175,67 @@ fn issuance(
     })
 }
 
+/// One `[[users]]` entry: exactly one of the password keys, a hash of the form its plugin
+/// reads.
+fn user(c: &Checker, i: usize, u: &super::raw::RawUser) -> Result<User, ConfigError> {
+    use crate::config::{AuthPlugin, Credential};
+    let what = format!("users[{i}] ({})", u.name);
+    let from_outside = u.password.is_none();
+    let password = secret(c, &what, &u.password, &u.password_env, &u.password_file)?;
+    let credential = match (password, &u.password_hash) {
+        (Some(_), Some(_)) => {
+            return Err(c.err(
+                None,
+                format!("{what}: give either a password key or password_hash, not both"),
+            ));
+        }
+        (None, None) => {
+            return Err(c.err(
+                None,
+                format!(
+                    "{what}: one of password, password_env, password_file or password_hash is required"
+                ),
+            ));
+        }
+        (Some(p), None) => {
+            if from_outside && p.is_empty() {
+                // An empty Secret or variable is a deployment mistake, not a wish for an
+                // account without a password.
+                return Err(c.err(
+                    None,
+                    format!("{what}: the password from password_env/password_file is empty"),
+                ));
+            }
+            Credential::Password(p)
+        }
+        (None, Some(hash)) => crate::config::credential::parse_hash(hash)
+            .map_err(|e| c.err(None, format!("{what}.password_hash: {e}")))?,
+    };
+    let hash_plugin = match credential {
+        Credential::Password(_) => None,
+        Credential::NativeHash(_) => Some(AuthPlugin::MysqlNativePassword),
+        Credential::Sha2Crypt(_) => Some(AuthPlugin::CachingSha2Password),
+    };
+    if hash_plugin.is_some_and(|p| p != u.auth_plugin) {
+        return Err(c.err(
+            None,
+            format!(
+                "{what}.password_hash: a {} hash, but auth_plugin is {}",
+                hash_plugin.expect("checked").name(),
+                u.auth_plugin.name()
+            ),
+        ));
+    }
+    Ok(User {
+        name: u.name.clone(),
+        credential,
+        auth_plugin: u.auth_plugin,
+        require_tls: u.require_tls,
+        scatter: u.scatter,
+        scatter_writes: u.scatter_writes,
+    })
+}
+
 fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
     let listen: SocketAddr = raw.server.listen.get_ref().parse().map_err(|_| {
         c.at(
@@ -234,6 +269,20 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
         handshake_timeout: raw.server.handshake_timeout,
         drain_timeout: raw.server.drain_timeout,
         drain_delay: raw.server.drain_delay,
+        tls: match (&raw.server.tls_cert_file, &raw.server.tls_key_file) {
+            (Some(cert), Some(key)) => Some(crate::config::TlsFiles {
+                cert_file: cert.into(),
+                key_file: key.into(),
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(c.err(
+                    None,
+                    "server.tls_cert_file, server.tls_key_file: give both or neither",
+                ));
+            }
+        },
+        rsa_private_key_file: raw.server.rsa_private_key_file.as_ref().map(Into::into),
         worker_threads: raw.server.worker_threads,
     })
 }
@@ -565,5 +614,36 @@ mod tests {
         assert!(e.contains("route_key_since"), "{e}");
         let e = error(&with("2024-01-01T00:00:00Z", "yesterday"));
         assert!(e.contains("RFC 3339"), "{e}");
+    }
+
+    #[test]
+    fn user_credentials_plugins_and_tls_files_are_checked() {
+        let user = |lines: &str| {
+            DEMO.replacen(
+                "name = \"app\"\npassword = \"app\"\n",
+                &format!("name = \"app\"\n{lines}\n"),
+                1,
+            )
+        };
+        let native = "password_hash = \"*14E65567ABDB5135D0CFD9A70B3032C179A49EE7\"";
+        let config = Config::from_toml(&user(native), "t.toml").unwrap();
+        assert_eq!(
+            config.users[0].credential,
+            Credential::NativeHash(crate::config::native_hash(b"secret"))
+        );
+        let sha2 = format!("{native}\nauth_plugin = \"caching_sha2_password\"");
+        let e = error(&user(&sha2));
+        assert!(
+            e.contains("a mysql_native_password hash, but auth_plugin is caching_sha2_password"),
+            "{e}"
+        );
+        let e = error(&user(&format!("{native}\npassword = \"x\"")));
+        assert!(e.contains("not both"), "{e}");
+        let e = error(&user("password_hash = \"*12\""));
+        assert!(e.contains("40 hex digits"), "{e}");
+        let e = error(&user("password = \"x\"\nauth_plugin = \"sha256_password\""));
+        assert!(e.contains("unknown variant `sha256_password`"), "{e}");
+        let e = error(&DEMO.replacen("tls_key_file", "# tls_key_file", 1));
+        assert!(e.contains("give both or neither"), "{e}");
     }
 }

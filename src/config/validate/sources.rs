@@ -80,7 +80,7 @@ pub(super) fn cache(c: &Checker, raw: &RawConfig) -> Result<CacheConfig, ConfigE
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
+    use crate::config::{Config, Credential};
 
     const DEMO: &str = include_str!("../../../config/demo.toml");
 
@@ -108,7 +108,8 @@ mod tests {
             1,
         );
         let config = Config::from_toml(&text, "t.toml").unwrap();
-        assert_eq!(config.users[0].password, std::env::var("PATH").unwrap());
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(config.users[0].credential, Credential::Password(path));
         assert_eq!(
             config.datasources[1].password, "s3cret",
             "one newline dropped"
@@ -132,7 +133,7 @@ mod tests {
             (
                 "password = \"app\"",
                 "",
-                "one of password, password_env or password_file",
+                "one of password, password_env, password_file or password_hash",
             ),
         ] {
             let e = Config::from_toml(&with(from, to), "t.toml").unwrap_err();

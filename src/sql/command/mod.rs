@@ -84,6 +84,12 @@ pub enum Command {
     },
     /// `SHOW ROUTEKEY STATS`: the proxy's route resolution counters (SPEC §8).
     ShowRouteStats,
+    /// `SHOW [SESSION | LOCAL] STATUS LIKE 'Ssl...'`: the client connection's TLS status,
+    /// which only the proxy knows (other status variables are the backend's).
+    ShowTlsStatus {
+        /// The `LIKE` pattern, unescaped.
+        like: Vec<u8>,
+    },
     /// `EXPLAIN ROUTE <statement>`: the plan of the statement, not run (SPEC §8).
     ExplainRoute {
         /// Byte offset where the explained statement starts: right after `ROUTE`, so
@@ -532,6 +538,8 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
         ("routekey", "callers") if tokens.len() == 3 => Command::ShowCallers,
         ("routekey", "shards") if tokens.len() == 3 => Command::ShowRouteShards,
         ("routekey", "pools") if tokens.len() == 3 => Command::ShowRoutePools,
+        ("status", _) => show_tls_status(sql, tokens, 2, mode),
+        ("session" | "local", "status") => show_tls_status(sql, tokens, 3, mode),
         ("tables", _) => show_tables(sql, tokens, 2, false, mode),
         ("table", "status") => show_table_status(sql, tokens, mode),
         ("full", "tables") => show_tables(sql, tokens, 3, true, mode),
@@ -541,6 +549,23 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
         }
         ("index" | "indexes" | "keys", "from" | "in") => table_info(sql, tokens, 3, true, true),
         ("create", "table") => table_info(sql, tokens, 3, false, true),
+        _ => Command::Statement,
+    }
+}
+
+/// `SHOW STATUS LIKE 'pattern'` whose pattern can only match `Ssl_` variables; anything
+/// else is the backend's.
+fn show_tls_status(sql: &[u8], tokens: &[Token], i: usize, mode: LexMode) -> Command {
+    let pattern = tokens
+        .get(i)
+        .filter(|t| t.is_word(sql, "like") && tokens.len() == i + 2)
+        .and_then(|_| tokens.get(i + 1))
+        .filter(|t| t.kind == TokenKind::String)
+        .map(|t| unescape_string(t.bytes(sql), mode));
+    match pattern {
+        Some(like) if like.len() >= 3 && like[..3].eq_ignore_ascii_case(b"ssl") => {
+            Command::ShowTlsStatus { like }
+        }
         _ => Command::Statement,
     }
 }

@@ -1,0 +1,118 @@
+//! The byte stream under a client session: plain TCP, or TLS over TCP after the client's
+//! SSLRequest. An enum rather than a boxed trait object, so each read and write is one
+//! `match` (no dynamic dispatch per packet). A Unix socket listener would add a variant
+//! here whose [`ClientStream::is_secure`] is true, as MySQL counts local sockets secure.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+/// A client connection's transport.
+pub enum ClientStream {
+    /// TCP in clear text.
+    Tcp(TcpStream),
+    /// TLS over TCP (boxed: the TLS state is large, and the enum moves at the upgrade).
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+/// What `SHOW STATUS LIKE 'Ssl_%'` reports for a session: the negotiated protocol version
+/// (`TLSv1.3`) and cipher suite (`TLS_AES_256_GCM_SHA384`, its IANA name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// `Ssl_version`: `TLSv1.2` or `TLSv1.3`.
+    pub version: String,
+    /// `Ssl_cipher`: the IANA name of the cipher suite.
+    pub cipher: String,
+}
+
+impl ClientStream {
+    /// Whether a user with `require_tls` may log in over this stream: TLS (and local
+    /// sockets, when they exist) are secure; clear-text TCP is not.
+    pub fn is_secure(&self) -> bool {
+        match self {
+            Self::Tcp(_) => false,
+            Self::Tls(_) => true,
+        }
+    }
+
+    /// The TLS parameters, `None` in clear text.
+    pub fn tls_info(&self) -> Option<TlsInfo> {
+        let Self::Tls(tls) = self else { return None };
+        let (_, conn) = tls.get_ref();
+        let version = match conn.protocol_version()? {
+            rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2".to_owned(),
+            rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3".to_owned(),
+            other => format!("{other:?}"),
+        };
+        // rustls names TLS 1.3 suites `TLS13_...`; their IANA names (what MySQL shows)
+        // start `TLS_`.
+        let cipher = conn
+            .negotiated_cipher_suite()
+            .and_then(|s| s.suite().as_str())
+            .unwrap_or_default()
+            .replacen("TLS13_", "TLS_", 1);
+        Some(TlsInfo { version, cipher })
+    }
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Self::Tcp(s) => s.is_write_vectored(),
+            Self::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}
