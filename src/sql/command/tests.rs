@@ -252,7 +252,10 @@ fn show_status_of_ssl_variables_is_the_proxys_and_the_rest_the_backends() {
     };
     assert_eq!(cmd("SHOW STATUS LIKE 'Ssl_cipher'"), tls("Ssl_cipher"));
     assert_eq!(cmd("show session status like 'ssl%'"), tls("ssl%"));
-    assert_eq!(cmd("SHOW LOCAL STATUS LIKE 'Ssl_version'"), tls("Ssl_version"));
+    assert_eq!(
+        cmd("SHOW LOCAL STATUS LIKE 'Ssl_version'"),
+        tls("Ssl_version")
+    );
     for other in [
         "SHOW STATUS",
         "SHOW GLOBAL STATUS LIKE 'Ssl_cipher'",
