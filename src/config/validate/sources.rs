@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::Checker;
-use crate::config::raw::RawConfig;
-use crate::config::{CacheConfig, ConfigError, RedisTier};
+use crate::config::raw::{RawConfig, RawDatasource};
+use crate::config::{BackendTls, CacheConfig, ConfigError, RedisTier};
 
 /// A password given in the file (`password`), by an environment variable (`password_env`)
 /// or in a file (`password_file`, a mounted Kubernetes Secret; one trailing newline is
@@ -43,6 +43,42 @@ pub(super) fn secret(
             format!("{what}: give only one of password, password_env and password_file"),
         )),
     }
+}
+
+/// The CA certificates of a datasource's `tls_ca_file` (PEM, one or more certificates), as
+/// DER. `verify_ca` and `verify_identity` need the file; `off` and `required` ignore it.
+pub(super) fn tls_ca_certs(
+    c: &Checker,
+    name: &str,
+    ds: &RawDatasource,
+) -> Result<Vec<Vec<u8>>, ConfigError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let key = format!("datasources.{name}.tls_ca_file");
+    let path = match (&ds.tls_ca_file, ds.tls) {
+        (Some(path), _) => path,
+        (None, BackendTls::VerifyCa | BackendTls::VerifyIdentity) => {
+            return Err(c.at(
+                &ds.address,
+                format!("{key}: tls = verify_ca and verify_identity need a CA file"),
+            ));
+        }
+        (None, _) => return Ok(Vec::new()),
+    };
+    let pem = std::fs::read(path)
+        .map_err(|e| c.at(&ds.address, format!("{key}: cannot read {path}: {e}")))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .map(|cert| cert.map(|c| c.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| c.at(&ds.address, format!("{key}: {path} is not PEM ({e})")))?;
+    if certs.is_empty() {
+        return Err(c.at(
+            &ds.address,
+            format!("{key}: {path} holds no CERTIFICATE block"),
+        ));
+    }
+    Ok(certs)
 }
 
 pub(super) fn cache(c: &Checker, raw: &RawConfig) -> Result<CacheConfig, ConfigError> {
