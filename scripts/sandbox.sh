@@ -8,7 +8,8 @@
 #
 # Environment: ROUTEKEY_SANDBOX_DIR (default <repo>/.sandbox),
 #              ROUTEKEY_DS0_PORT (default 33061), ROUTEKEY_DS1_PORT (default 33062).
-# Servers listen on 127.0.0.1 only; user root, empty password.
+# Servers listen on 127.0.0.1 only; user root, empty password. They offer TLS with the
+# certificates under <sandbox>/tls/ (ca.pem, server.pem, client.pem, other-ca.pem; see ensure_certs).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -158,6 +159,47 @@ init_datadir() {
     touch "$datadir/.initialized"
 }
 
+# A CA and certificates for TLS tests, made once per sandbox with openssl: ca.pem signs
+# server.pem (localhost, 127.0.0.1, ::1) and client.pem; other-ca.pem is an unrelated CA for
+# "wrong CA" tests. The servers start with the server certificate (TLS offered, not required).
+ensure_certs() {
+    local dir="$SANDBOX_DIR/tls"
+    [[ -f "$dir/.complete" ]] && return 0
+    command -v openssl >/dev/null 2>&1 || {
+        log "openssl not found; installing it (apt-get)"
+        [[ "$(id -u)" == 0 ]] || die "openssl is missing and installing it needs root"
+        apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y openssl >&2
+    }
+    rm -rf -- "$dir"
+    mkdir -p "$dir"
+    log "creating a CA and certificates in $dir"
+    local days=3650
+    {
+        openssl req -x509 -newkey rsa:2048 -nodes -days "$days" -keyout "$dir/ca-key.pem" \
+            -out "$dir/ca.pem" -subj "/CN=routekey sandbox CA" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+        openssl req -x509 -newkey rsa:2048 -nodes -days "$days" -keyout "$dir/other-ca-key.pem" \
+            -out "$dir/other-ca.pem" -subj "/CN=routekey unrelated CA" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+        local leaf
+        for leaf in server client; do
+            openssl req -newkey rsa:2048 -nodes -keyout "$dir/$leaf-key.pem" \
+                -out "$dir/$leaf.csr" -subj "/CN=$([[ $leaf == server ]] && echo localhost || echo routekey-client)"
+            printf '%s\n' "basicConstraints=critical,CA:FALSE" \
+                "keyUsage=critical,digitalSignature,keyEncipherment" \
+                "extendedKeyUsage=$([[ $leaf == server ]] && echo serverAuth || echo clientAuth)" \
+                "subjectAltName=$([[ $leaf == server ]] && echo 'DNS:localhost,IP:127.0.0.1,IP:::1' || echo 'DNS:routekey-client')" \
+                >"$dir/$leaf.ext"
+            openssl x509 -req -in "$dir/$leaf.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" \
+                -CAcreateserial -days "$days" -extfile "$dir/$leaf.ext" -out "$dir/$leaf.pem"
+            rm -f -- "$dir/$leaf.csr" "$dir/$leaf.ext"
+        done
+    } >"$dir/openssl.log" 2>&1 || { cat "$dir/openssl.log" >&2; die "openssl failed"; }
+    # PKCS#8 keys: what rustls-pemfile and MariaDB both read.
+    chmod 600 "$dir"/*-key.pem
+    touch "$dir/.complete"
+}
+
 # Starts the server in the background unless it already runs. Does not wait for readiness.
 start_server() {
     local name="$1" port datadir pidfile sock pid
@@ -192,7 +234,9 @@ start_server() {
         exec setsid mariadbd --no-defaults --datadir="$datadir" --tmpdir="$datadir-tmp" --port="$port" \
             --socket="$sock" --user=root --bind-address=127.0.0.1 --skip-log-bin \
             --pid-file="$pidfile" --innodb-buffer-pool-size=128M --max-connections=500 \
-            --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci
+            --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+            --ssl-ca="$SANDBOX_DIR/tls/ca.pem" --ssl-cert="$SANDBOX_DIR/tls/server.pem" \
+            --ssl-key="$SANDBOX_DIR/tls/server-key.pem"
     ) </dev/null >>"$datadir/server.log" 2>&1 &
     printf '%s\n' "$!" >"$datadir/.launcher.pid"
 }
@@ -312,9 +356,15 @@ cmd_up() {
         fi
     done
     ensure_sandbox_dir
+    ensure_certs
     for name in "${SERVERS[@]}"; do init_datadir "$name"; done
     for name in "${SERVERS[@]}"; do start_server "$name"; done
     for name in "${SERVERS[@]}"; do wait_ready "$name"; done
+    for name in "${SERVERS[@]}"; do
+        if [[ "$(client "$(port_of "$name")" -N -e 'SELECT @@have_ssl')" != YES ]]; then
+            log "$name: running without TLS (started by an older sandbox.sh); 'down' then 'up' enables it"
+        fi
+    done
     seed
     summary
 }

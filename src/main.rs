@@ -235,7 +235,10 @@ fn load(path: &std::path::Path) -> Result<Config, String> {
 }
 
 fn serve(path: PathBuf, config: Config, flags: process::Flags) -> Result<(), String> {
+    let threads = config.server.runtime_threads();
+    tracing::info!(worker_threads = threads, "starting the runtime");
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;

@@ -165,6 +165,9 @@ impl Proxy {
         if config.admin.listen != first.admin.listen {
             fixed.push("admin.listen");
         }
+        if config.server.worker_threads != first.server.worker_threads {
+            fixed.push("server.worker_threads");
+        }
         if config.layout != first.layout {
             fixed.push("[id] layout");
         }

@@ -143,6 +143,21 @@ pub struct ServerConfig {
     /// before it closes, for pods whose app still opens connections after the signal.
     /// Default 0. Counts against `drain_timeout`.
     pub drain_delay: Duration,
+    /// Threads of the runtime that serves clients. `None` (the default): as many as the
+    /// CPUs the process may use, which follows its CPU affinity and cgroup quota
+    /// ([`std::thread::available_parallelism`]), e.g. 1 for a container limited to one CPU.
+    /// Read at start; a change needs a restart.
+    pub worker_threads: Option<usize>,
+}
+
+impl ServerConfig {
+    /// The runtime's thread count: `worker_threads`, else the CPUs the process may use
+    /// (1 when that cannot be read).
+    pub fn runtime_threads(&self) -> usize {
+        self.worker_threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
 }
 
 /// A client account (mysql_native_password).

@@ -129,6 +129,8 @@ pub struct RawServer {
     pub drain_timeout: Duration,
     #[serde(default, with = "humantime_serde")]
     pub drain_delay: Duration,
+    #[serde(default)]
+    pub worker_threads: Option<usize>,
 }
 
 fn default_drain_timeout() -> Duration {

@@ -220,6 +220,12 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
             "server.drain_delay: must be shorter than server.drain_timeout (the delay counts against it)",
         ));
     }
+    if raw.server.worker_threads == Some(0) || raw.server.worker_threads > Some(1024) {
+        return Err(c.err(
+            None,
+            "server.worker_threads: must be 1 to 1024 (leave it out to use the CPUs the process may use)",
+        ));
+    }
     Ok(ServerConfig {
         listen,
         server_version: raw.server.server_version.clone(),
@@ -228,6 +234,7 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
         handshake_timeout: raw.server.handshake_timeout,
         drain_timeout: raw.server.drain_timeout,
         drain_delay: raw.server.drain_delay,
+        worker_threads: raw.server.worker_threads,
     })
 }
 
@@ -434,6 +441,21 @@ mod tests {
 
     fn error(text: &str) -> String {
         Config::from_toml(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn worker_threads_default_to_the_usable_cpus_and_refuse_zero() {
+        let config = Config::from_toml(DEMO, "demo.toml").unwrap();
+        let usable = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(config.server.runtime_threads(), usable);
+        let config =
+            Config::from_toml(&with("[server]\n", "[server]\nworker_threads = 3\n"), "t").unwrap();
+        assert_eq!(config.server.runtime_threads(), 3);
+        let e = error(&with("[server]\n", "[server]\nworker_threads = 0\n"));
+        assert!(
+            e.contains("server.worker_threads: must be 1 to 1024"),
+            "{e}"
+        );
     }
 
     #[test]
