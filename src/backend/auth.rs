@@ -11,9 +11,9 @@
 //!   entry it asks for full authentication, answered with the clear password over TLS, or
 //!   with the password encrypted (RSA-OAEP) with the server's public key over plain TCP.
 
+use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, AuthSwitchRequest};
 use mysql_common::scramble::{create_response_for_ed25519, scramble_native, scramble_sha256};
-use mysql_common::io::ParseBuf;
 use rsa::pkcs1::DecodeRsaPublicKey;
 use rsa::pkcs8::DecodePublicKey;
 
@@ -85,7 +85,8 @@ pub fn rsa_encrypted_password(
     nonce: &[u8],
     public_key_pem: &[u8],
 ) -> Result<Vec<u8>, AuthError> {
-    let bad = |e: String| AuthError::Protocol(format!("unusable RSA public key from the backend: {e}"));
+    let bad =
+        |e: String| AuthError::Protocol(format!("unusable RSA public key from the backend: {e}"));
     let pem = std::str::from_utf8(public_key_pem).map_err(|e| bad(e.to_string()))?;
     let key = rsa::RsaPublicKey::from_public_key_pem(pem.trim())
         .or_else(|_| rsa::RsaPublicKey::from_pkcs1_pem(pem.trim()))
@@ -314,7 +315,11 @@ oaiGqzcwxHYkHsiOXVD3RjoL5IZqMLmlrNpJIXAbRXgris6hREEkWJ9HAlvqOh7s
 
     #[test]
     fn a_bad_public_key_is_an_error_not_a_panic() {
-        for junk in [&b""[..], b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----", b"\xff\xfe"] {
+        for junk in [
+            &b""[..],
+            b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----",
+            b"\xff\xfe",
+        ] {
             let e = rsa_encrypted_password("app", NONCE20, junk).unwrap_err();
             assert!(e.to_string().contains("RSA public key"), "{e}");
         }

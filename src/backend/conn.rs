@@ -11,9 +11,9 @@ use mysql_common::packets::{HandshakePacket, HandshakeResponse, SslRequest};
 use mysql_common::proto::MySerialize;
 use tokio::net::TcpStream;
 
+use super::auth;
 use super::reply::{Reply, ResultEnd};
 use super::tls::{self, BackendStream};
-use super::auth;
 use crate::config::{Datasource, DatasourceId};
 use crate::error::ProxyError;
 use crate::protocol::PacketStream;
@@ -173,14 +173,24 @@ impl BackendConn {
             caps |= CapabilityFlags::CLIENT_FOUND_ROWS;
         }
         let max_packet_u32 = u32::try_from(max_packet).unwrap_or(u32::MAX);
+        let offers_tls = handshake
+            .capabilities()
+            .contains(CapabilityFlags::CLIENT_SSL);
         if let Some(connector) = tls::connector(ds).map_err(|e| unavailable(ds, e))? {
-            stream = start_tls(ds, stream, &handshake, &mut caps, &connector, max_packet_u32)
-                .await?;
+            stream = start_tls(
+                ds,
+                stream,
+                &handshake,
+                &mut caps,
+                &connector,
+                max_packet_u32,
+            )
+            .await?;
         }
         let nonce = handshake.nonce();
         let plugin = auth::first_plugin(handshake.auth_plugin());
-        let data = auth::plugin_response(&plugin, &nonce, &ds.password)
-            .map_err(|e| unavailable(ds, e))?;
+        let data =
+            auth::plugin_response(&plugin, &nonce, &ds.password).map_err(|e| unavailable(ds, e))?;
         let response = HandshakeResponse::new(
             Some(data),
             handshake.server_version_parsed().unwrap_or((5, 5, 5)),
@@ -197,7 +207,7 @@ impl BackendConn {
         stream.flush().await.map_err(io)?;
         auth::finish(&mut stream, plugin, nonce, &ds.password)
             .await
-            .map_err(|e| unavailable(ds, auth_hint(ds, &stream, e)))?;
+            .map_err(|e| unavailable(ds, auth_hint(ds, &stream, offers_tls, e)))?;
         let mut state = AppliedState {
             database: ds.database.clone(),
             ..Default::default()
@@ -689,18 +699,41 @@ async fn start_tls(
     stream
         .map_stream(|plain| plain.upgrade(connector, name))
         .await
-        .map_err(|e| unavailable(ds, format!("TLS handshake failed (tls = {}): {e}", ds.tls.name())))
+        .map_err(|e| {
+            unavailable(
+                ds,
+                format!("TLS handshake failed (tls = {}): {e}", ds.tls.name()),
+            )
+        })
 }
 
 /// The collation the proxy's backend connections use (`utf8mb4_general_ci`).
 const UTF8MB4_GENERAL_CI: u8 = 45;
 
-/// An authentication error, with what to change when the server refused clear text.
-fn auth_hint(ds: &Datasource, stream: &PacketStream<BackendStream>, e: auth::AuthError) -> String {
-    let insecure = matches!(&e, auth::AuthError::Refused(_, m) if m.contains("insecure transport"));
-    if insecure && !stream.get_ref().is_tls() {
-        format!("{e}; set tls = \"required\" (or stricter) on datasource {}", ds.name)
-    } else {
-        e.to_string()
+/// An authentication error, with what to change when the server may have refused clear
+/// text: MySQL says "insecure transport" (3159), but MariaDB answers a clear-text login
+/// under `require_secure_transport = ON` with a plain 1045 "Access denied".
+fn auth_hint(
+    ds: &Datasource,
+    stream: &PacketStream<BackendStream>,
+    offers_tls: bool,
+    e: auth::AuthError,
+) -> String {
+    if stream.get_ref().is_tls() {
+        return e.to_string();
+    }
+    match &e {
+        auth::AuthError::Refused(_, m) if m.contains("insecure transport") => {
+            format!(
+                "{e}; set tls = \"required\" (or stricter) on datasource {}",
+                ds.name
+            )
+        }
+        auth::AuthError::Refused(1045, _) if offers_tls => format!(
+            "{e}; if the server has require_secure_transport = ON, set tls = \"required\" \
+             (or stricter) on datasource {}",
+            ds.name
+        ),
+        _ => e.to_string(),
     }
 }

@@ -98,14 +98,13 @@ pub async fn within<T>(
 /// session state (a reset is one more round trip per use).
 pub fn control_opts(ds: &Datasource, max_connections: usize) -> mysql_async::OptsBuilder {
     control_conn_opts(ds).pool_opts(
-            mysql_async::PoolOpts::default()
-                .with_constraints(
-                    mysql_async::PoolConstraints::new(0, max_connections.max(1))
-                        .unwrap_or_default(),
-                )
-                .with_inactive_connection_ttl(CONTROL_IDLE_TTL)
-                .with_reset_connection(false),
-        )
+        mysql_async::PoolOpts::default()
+            .with_constraints(
+                mysql_async::PoolConstraints::new(0, max_connections.max(1)).unwrap_or_default(),
+            )
+            .with_inactive_connection_ttl(CONTROL_IDLE_TTL)
+            .with_reset_connection(false),
+    )
 }
 
 /// Where and as whom the control path connects to datasource `ds`, over TLS as its `tls`
@@ -113,7 +112,11 @@ pub fn control_opts(ds: &Datasource, max_connections: usize) -> mysql_async::Opt
 pub fn control_conn_opts(ds: &Datasource) -> mysql_async::OptsBuilder {
     let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
     mysql_async::OptsBuilder::default()
-        .ip_or_hostname(host.trim_start_matches('[').trim_end_matches(']').to_owned())
+        .ip_or_hostname(
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+        )
         .tcp_port(port.parse().unwrap_or(3306))
         .user(Some(ds.user.clone()))
         .pass(Some(ds.password.clone()))
