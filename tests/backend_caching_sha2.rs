@@ -10,7 +10,8 @@
 //!
 //! Needs the frontend's `[[users]] auth_plugin = "caching_sha2_password"` and
 //! `[server] tls_cert_file / tls_key_file / rsa_private_key_file`: ignored until that part is
-//! merged (the configuration below does not load without it).
+//! merged (the configuration below does not load without it). It passed against the
+//! `client-security` branch merged in a scratch branch.
 
 mod common;
 
@@ -93,7 +94,7 @@ async fn control_path_count(ds: &Datasource) -> Result<u64, String> {
     let pool = mysql_async::Pool::new(routekey_proxy::route::index::control_opts(ds, 1));
     let result = async {
         let mut c = pool.get_conn().await?;
-        let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM t_order").await?;
+        let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM orders.t_order").await?;
         Ok::<_, mysql_async::Error>(n.unwrap_or(0))
     }
     .await
