@@ -462,3 +462,31 @@ async fn a_server_requiring_secure_transport_and_a_certificate_for_another_name(
     assert_eq!(status, 200, "{body}");
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_pooled_tls_connection_killed_while_idle_is_not_handed_out() {
+    // The idle probe reads through TLS: a server that closed the connection (or sent an
+    // error) is caught before the next statement, as on plain TCP.
+    let h = Harness::start_with(tls_config(BackendTls::Required, "ca.pem")).await;
+    let mut c = h.client().await;
+    for _ in 0..5 {
+        let thread: u64 = c
+            .query_first("SELECT @@pseudo_thread_id")
+            .await
+            .unwrap()
+            .unwrap();
+        common::backend(0)
+            .await
+            .query_drop(format!("KILL {thread}"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let v: Option<u64> = c
+            .query_first("SELECT 1")
+            .await
+            .expect("a live connection is used");
+        assert_eq!(v, Some(1));
+    }
+    drop(c);
+    h.stop().await;
+}

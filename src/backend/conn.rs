@@ -125,17 +125,31 @@ fn unavailable(ds: &Datasource, what: impl std::fmt::Display) -> ProxyError {
 
 impl BackendConn {
     /// Opens and authenticates a connection. `found_rows` sets CLIENT_FOUND_ROWS (UPDATE
-    /// then reports matched rather than changed rows). The whole handshake is bounded by
-    /// the datasource's connect timeout.
+    /// then reports matched rather than changed rows). The whole handshake, TLS included,
+    /// is bounded by the datasource's connect timeout.
     pub async fn connect(
         ds: &Datasource,
         id: DatasourceId,
         found_rows: bool,
         max_packet: usize,
     ) -> Result<Self, ProxyError> {
+        let tls = tls::connector(ds).map_err(|e| unavailable(ds, e))?;
+        Self::connect_with(ds, id, found_rows, max_packet, tls.as_ref()).await
+    }
+
+    /// As [`BackendConn::connect`], with the datasource's TLS client (from
+    /// [`tls::connector`]) built by the caller: a pool keeps one, so its connections
+    /// resume TLS sessions instead of running full handshakes.
+    pub async fn connect_with(
+        ds: &Datasource,
+        id: DatasourceId,
+        found_rows: bool,
+        max_packet: usize,
+        tls: Option<&tokio_rustls::TlsConnector>,
+    ) -> Result<Self, ProxyError> {
         match tokio::time::timeout(
             ds.connect_timeout,
-            Self::open(ds, id, found_rows, max_packet),
+            Self::open(ds, id, found_rows, max_packet, tls),
         )
         .await
         {
@@ -152,6 +166,7 @@ impl BackendConn {
         id: DatasourceId,
         found_rows: bool,
         max_packet: usize,
+        tls: Option<&tokio_rustls::TlsConnector>,
     ) -> Result<Self, ProxyError> {
         let tcp = TcpStream::connect(&ds.address)
             .await
@@ -176,16 +191,9 @@ impl BackendConn {
         let offers_tls = handshake
             .capabilities()
             .contains(CapabilityFlags::CLIENT_SSL);
-        if let Some(connector) = tls::connector(ds).map_err(|e| unavailable(ds, e))? {
-            stream = start_tls(
-                ds,
-                stream,
-                &handshake,
-                &mut caps,
-                &connector,
-                max_packet_u32,
-            )
-            .await?;
+        if let Some(connector) = tls {
+            stream =
+                start_tls(ds, stream, &handshake, &mut caps, connector, max_packet_u32).await?;
         }
         let nonce = handshake.nonce();
         let plugin = auth::first_plugin(handshake.auth_plugin());
