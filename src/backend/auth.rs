@@ -202,7 +202,9 @@ mod tests {
     //! Expected values were computed independently: the SHA-256 scramble with Python's
     //! hashlib; the ed25519 signatures with the pure-Python RFC 8032 reference code, the
     //! key expanded from SHA-512(password) as MariaDB does (for a 32-byte password that
-    //! equals RFC 8032 with the password as seed, which `cryptography` confirmed).
+    //! equals RFC 8032 with the password as seed, which `cryptography` confirmed). The
+    //! reference's public key for "secret", ZIgUREUg5PVgQ6LskhXmO+eZLS0nC8be6HPjYWR4YJY, is
+    //! what MariaDB 10.11 stores for `IDENTIFIED VIA ed25519 USING PASSWORD('secret')`.
     use super::*;
 
     fn hex(b: &[u8]) -> String {
