@@ -1,5 +1,6 @@
 //! One backend connection, driven by the proxy itself on mysql_common: client handshake
-//! (TLS upgrade and authentication in [`super::tls`] and [`super::auth`]), commands, and the session state the proxy applied to it.
+//! (TLS upgrade and authentication in [`super::tls`] and [`super::auth`]), commands, and
+//! the session state the proxy applied to it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
