@@ -46,7 +46,8 @@ impl std::fmt::Display for AuthError {
 pub fn first_plugin(server_default: Option<AuthPlugin<'_>>) -> AuthPlugin<'static> {
     match server_default {
         Some(AuthPlugin::CachingSha2Password) => AuthPlugin::CachingSha2Password,
-        Some(AuthPlugin::Ed25519) => AuthPlugin::Ed25519,
+        // ed25519 signs the 32-byte scramble of the server's switch request, not the
+        // greeting's 20 bytes: it always comes by a switch.
         _ => AuthPlugin::MysqlNativePassword,
     }
 }
@@ -255,6 +256,31 @@ mod tests {
             let r = plugin_response(&AuthPlugin::Ed25519, &nonce, password).unwrap();
             assert_eq!(hex(&r), expected, "password {password:?}");
         }
+    }
+
+    #[test]
+    fn the_handshake_response_answers_the_servers_default_plugin_when_it_can() {
+        assert_eq!(
+            first_plugin(Some(AuthPlugin::CachingSha2Password)),
+            AuthPlugin::CachingSha2Password
+        );
+        assert_eq!(
+            first_plugin(Some(AuthPlugin::MysqlNativePassword)),
+            AuthPlugin::MysqlNativePassword
+        );
+        // MariaDB's greeting may name a plugin the proxy does not speak: the server then
+        // switches to the account's own plugin.
+        assert_eq!(
+            first_plugin(Some(AuthPlugin::Other(std::borrow::Cow::Borrowed(
+                b"auth_gssapi_client"
+            )))),
+            AuthPlugin::MysqlNativePassword
+        );
+        assert_eq!(first_plugin(None), AuthPlugin::MysqlNativePassword);
+        assert_eq!(
+            first_plugin(Some(AuthPlugin::Ed25519)),
+            AuthPlugin::MysqlNativePassword
+        );
     }
 
     #[test]
