@@ -8,7 +8,8 @@
 #
 # Environment: ROUTEKEY_SANDBOX_DIR (default <repo>/.sandbox),
 #              ROUTEKEY_DS0_PORT (default 33061), ROUTEKEY_DS1_PORT (default 33062).
-# Servers listen on 127.0.0.1 only; user root, empty password. They offer TLS with the
+# Servers listen on 127.0.0.1 only; user root, empty password; user routekey_ed25519
+# (password ed25519-secret, every privilege) logs in with the ed25519 plugin. They offer TLS with the
 # certificates under <sandbox>/tls/ (ca.pem, server.pem, client.pem, other-ca.pem; see ensure_certs).
 set -euo pipefail
 
@@ -313,6 +314,25 @@ seed() {
     (( rc == 0 )) || die "seeding failed"
 }
 
+# A second backend account on both servers that logs in with MariaDB's ed25519 plugin
+# (client_ed25519), for tests of the proxy's backend authentication.
+ED25519_USER=routekey_ed25519
+ED25519_PASSWORD=ed25519-secret
+ensure_accounts() {
+    local name port
+    for name in "${SERVERS[@]}"; do
+        port="$(port_of "$name")"
+        if [[ "$(client "$port" -N -e "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'ed25519'")" == 0 ]]; then
+            client "$port" -e "INSTALL SONAME 'auth_ed25519'"
+        fi
+        client "$port" -e "
+            CREATE OR REPLACE USER '$ED25519_USER'@'127.0.0.1' IDENTIFIED VIA ed25519 USING PASSWORD('$ED25519_PASSWORD');
+            CREATE OR REPLACE USER '$ED25519_USER'@'localhost' IDENTIFIED VIA ed25519 USING PASSWORD('$ED25519_PASSWORD');
+            GRANT ALL ON *.* TO '$ED25519_USER'@'127.0.0.1';
+            GRANT ALL ON *.* TO '$ED25519_USER'@'localhost';"
+    done
+}
+
 count_sql() { # count_sql <table-prefix> <shards...> -> one SELECT summing COUNT(*) over the tables
     local prefix="$1"; shift
     local parts=() s
@@ -338,6 +358,7 @@ routekey sandbox is up ($SANDBOX_DIR)
                              orders_ref.t_order $ref, orders_ref.t_order_item $refi, order_meta.t_order_index $idx, orders.t_merchant $merch
   ds1 127.0.0.1:$DS1_PORT  shards 10-19  t_order rows $o1, t_order_item rows $i1
   sharded total: $((o0 + o1)) orders, $((i0 + i1)) items   (user root, empty password)
+  ed25519 account: $ED25519_USER / $ED25519_PASSWORD
   ids: $SANDBOX_DIR/seed-summary.json
 EOF
     if (( o0 + o1 != ref || i0 + i1 != refi )); then
@@ -366,6 +387,7 @@ cmd_up() {
         fi
     done
     seed
+    ensure_accounts
     summary
 }
 

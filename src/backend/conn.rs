@@ -1,5 +1,6 @@
-//! One backend connection, driven by the proxy itself on mysql_common: client handshake,
-//! mysql_native_password, commands, and the session state the proxy applied to it.
+//! One backend connection, driven by the proxy itself on mysql_common: client handshake
+//! (TLS upgrade and authentication in [`super::tls`] and [`super::auth`]), commands, and
+//! the session state the proxy applied to it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -7,12 +8,13 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
 use mysql_common::io::ParseBuf;
-use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
+use mysql_common::packets::{HandshakePacket, HandshakeResponse, SslRequest};
 use mysql_common::proto::MySerialize;
-use mysql_common::scramble::scramble_native;
 use tokio::net::TcpStream;
 
+use super::auth;
 use super::reply::{Reply, ResultEnd};
+use super::tls::{self, BackendStream};
 use crate::config::{Datasource, DatasourceId};
 use crate::error::ProxyError;
 use crate::protocol::PacketStream;
@@ -43,7 +45,7 @@ pub struct AppliedState {
 
 /// A connection to one datasource.
 pub struct BackendConn {
-    stream: PacketStream<TcpStream>,
+    stream: PacketStream<BackendStream>,
     datasource: DatasourceId,
     /// The backend's thread id.
     thread_id: u32,
@@ -124,17 +126,31 @@ fn unavailable(ds: &Datasource, what: impl std::fmt::Display) -> ProxyError {
 
 impl BackendConn {
     /// Opens and authenticates a connection. `found_rows` sets CLIENT_FOUND_ROWS (UPDATE
-    /// then reports matched rather than changed rows). The whole handshake is bounded by
-    /// the datasource's connect timeout.
+    /// then reports matched rather than changed rows). The whole handshake, TLS included,
+    /// is bounded by the datasource's connect timeout.
     pub async fn connect(
         ds: &Datasource,
         id: DatasourceId,
         found_rows: bool,
         max_packet: usize,
     ) -> Result<Self, ProxyError> {
+        let tls = tls::connector(ds).map_err(|e| unavailable(ds, e))?;
+        Self::connect_with(ds, id, found_rows, max_packet, tls.as_ref()).await
+    }
+
+    /// As [`BackendConn::connect`], with the datasource's TLS client (from
+    /// [`tls::connector`]) built by the caller: a pool keeps one, so its connections
+    /// resume TLS sessions instead of running full handshakes.
+    pub async fn connect_with(
+        ds: &Datasource,
+        id: DatasourceId,
+        found_rows: bool,
+        max_packet: usize,
+        tls: Option<&tokio_rustls::TlsConnector>,
+    ) -> Result<Self, ProxyError> {
         match tokio::time::timeout(
             ds.connect_timeout,
-            Self::open(ds, id, found_rows, max_packet),
+            Self::open(ds, id, found_rows, max_packet, tls),
         )
         .await
         {
@@ -151,12 +167,13 @@ impl BackendConn {
         id: DatasourceId,
         found_rows: bool,
         max_packet: usize,
+        tls: Option<&tokio_rustls::TlsConnector>,
     ) -> Result<Self, ProxyError> {
         let tcp = TcpStream::connect(&ds.address)
             .await
             .map_err(|e| unavailable(ds, e))?;
         let _ = tcp.set_nodelay(true);
-        let mut stream = PacketStream::new(tcp, max_packet);
+        let mut stream = PacketStream::new(BackendStream::Plain(tcp), max_packet);
         let io = |e: std::io::Error| unavailable(ds, e);
         let greeting = stream.expect_packet().await.map_err(io)?;
         if greeting.first() == Some(&0xff) {
@@ -171,50 +188,35 @@ impl BackendConn {
         if found_rows {
             caps |= CapabilityFlags::CLIENT_FOUND_ROWS;
         }
+        let max_packet_u32 = u32::try_from(max_packet).unwrap_or(u32::MAX);
+        let offers_tls = handshake
+            .capabilities()
+            .contains(CapabilityFlags::CLIENT_SSL);
+        if let Some(connector) = tls {
+            stream =
+                start_tls(ds, stream, &handshake, &mut caps, connector, max_packet_u32).await?;
+        }
         let nonce = handshake.nonce();
-        let auth = native_auth(&nonce, &ds.password);
+        let plugin = auth::first_plugin(handshake.auth_plugin());
+        let data =
+            auth::plugin_response(&plugin, &nonce, &ds.password).map_err(|e| unavailable(ds, e))?;
         let response = HandshakeResponse::new(
-            Some(auth),
+            Some(data),
             handshake.server_version_parsed().unwrap_or((5, 5, 5)),
             Some(ds.user.as_bytes()),
             ds.database.as_deref().map(str::as_bytes),
-            Some(AuthPlugin::MysqlNativePassword),
+            Some(plugin.clone()),
             caps,
             None,
-            u32::try_from(max_packet).unwrap_or(u32::MAX),
+            max_packet_u32,
         );
         let mut buf = Vec::new();
         response.serialize(&mut buf);
         stream.write_packet(&buf).map_err(io)?;
         stream.flush().await.map_err(io)?;
-        loop {
-            let reply = stream.expect_packet().await.map_err(io)?;
-            match reply.first() {
-                Some(0x00) => break,
-                Some(0xff) => {
-                    let e = parse_err(&reply);
-                    return Err(unavailable(ds, String::from_utf8_lossy(&e.message)));
-                }
-                Some(0xfe) => {
-                    let switch: AuthSwitchRequest<'_> = ParseBuf(&reply)
-                        .parse(())
-                        .map_err(|e| unavailable(ds, format!("bad auth switch: {e}")))?;
-                    if !matches!(switch.auth_plugin(), AuthPlugin::MysqlNativePassword) {
-                        return Err(unavailable(
-                            ds,
-                            "the backend account must use mysql_native_password",
-                        ));
-                    }
-                    let data = switch.plugin_data();
-                    let nonce = data.strip_suffix(&[0]).unwrap_or(data);
-                    stream
-                        .write_packet(&native_auth(nonce, &ds.password))
-                        .map_err(io)?;
-                    stream.flush().await.map_err(io)?;
-                }
-                _ => return Err(unavailable(ds, "unexpected packet during authentication")),
-            }
-        }
+        auth::finish(&mut stream, plugin, nonce, &ds.password)
+            .await
+            .map_err(|e| unavailable(ds, auth_hint(ds, &stream, offers_tls, e)))?;
         let mut state = AppliedState {
             database: ds.database.clone(),
             ..Default::default()
@@ -314,11 +316,7 @@ impl BackendConn {
         if self.stream.buffered() > 0 {
             return false;
         }
-        let mut probe = [0u8; 1];
-        matches!(
-            self.stream.get_ref().try_read(&mut probe),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-        )
+        self.stream.get_mut().idle_and_open()
     }
 
     /// The connection cannot be trusted any more (I/O error, unread rows): the pool drops it.
@@ -677,11 +675,74 @@ pub fn backend_error(e: ServerErr) -> ProxyError {
     }
 }
 
-fn native_auth(nonce: &[u8], password: &str) -> Vec<u8> {
-    if password.is_empty() {
-        return Vec::new();
+/// The SSLRequest upgrade: CLIENT_SSL in the capabilities (kept for the handshake
+/// response), the 32-byte SSLRequest, then the TLS handshake on the same socket. A server
+/// that does not offer TLS is refused rather than used in clear text.
+async fn start_tls(
+    ds: &Datasource,
+    mut stream: PacketStream<BackendStream>,
+    handshake: &HandshakePacket<'_>,
+    caps: &mut CapabilityFlags,
+    connector: &tokio_rustls::TlsConnector,
+    max_packet: u32,
+) -> Result<PacketStream<BackendStream>, ProxyError> {
+    if !handshake
+        .capabilities()
+        .contains(CapabilityFlags::CLIENT_SSL)
+    {
+        return Err(unavailable(
+            ds,
+            format!(
+                "tls = {} but the server does not offer TLS (start it with --ssl-cert and --ssl-key)",
+                ds.tls.name()
+            ),
+        ));
     }
-    scramble_native(nonce, password.as_bytes())
-        .map(|s| s.to_vec())
-        .unwrap_or_default()
+    *caps |= CapabilityFlags::CLIENT_SSL;
+    let name = tls::server_name(ds).map_err(|e| unavailable(ds, e))?;
+    let mut buf = Vec::new();
+    SslRequest::new(*caps, max_packet, UTF8MB4_GENERAL_CI).serialize(&mut buf);
+    let io = |e: std::io::Error| unavailable(ds, e);
+    stream.write_packet(&buf).map_err(io)?;
+    stream.flush().await.map_err(io)?;
+    stream
+        .map_stream(|plain| plain.upgrade(connector, name))
+        .await
+        .map_err(|e| {
+            unavailable(
+                ds,
+                format!("TLS handshake failed (tls = {}): {e}", ds.tls.name()),
+            )
+        })
+}
+
+/// The collation the proxy's backend connections use (`utf8mb4_general_ci`).
+const UTF8MB4_GENERAL_CI: u8 = 45;
+
+/// An authentication error, with what to change when the server may have refused clear
+/// text: MySQL says "insecure transport" (3159), but MariaDB answers a clear-text login
+/// under `require_secure_transport = ON` with a plain 1045 "Access denied".
+fn auth_hint(
+    ds: &Datasource,
+    stream: &PacketStream<BackendStream>,
+    offers_tls: bool,
+    e: auth::AuthError,
+) -> String {
+    if stream.get_ref().is_tls() {
+        return e.to_string();
+    }
+    match &e {
+        auth::AuthError::Refused(_, m) if m.contains("insecure transport") => {
+            format!(
+                "{e}; set tls = \"required\" (or stricter) on datasource {}",
+                ds.name
+            )
+        }
+        auth::AuthError::Refused(1045, _) if offers_tls => format!(
+            "{e}; if the server has require_secure_transport = ON, set tls = \"required\" \
+             (or stricter) on datasource {}",
+            ds.name
+        ),
+        _ => e.to_string(),
+    }
 }

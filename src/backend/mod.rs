@@ -1,10 +1,13 @@
 //! The backend side: connections the proxy drives itself on mysql_common ([`conn`]), the
 //! one reader of their replies ([`reply`]), the session variables they carry ([`vars`]),
-//! pooled per datasource with bb8 ([`pool`]). Nothing here writes to a client.
+//! pooled per datasource with bb8 ([`pool`]), over plain TCP or TLS ([`tls`]), logged in
+//! with the backend account's plugin ([`auth`]). Nothing here writes to a client.
 
+pub mod auth;
 pub mod conn;
 pub mod pool;
 pub mod reply;
+pub mod tls;
 pub mod vars;
 
 pub use conn::{AppliedState, BackendConn, Diagnostic};

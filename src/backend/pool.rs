@@ -24,6 +24,9 @@ pub struct BackendManager {
     id: DatasourceId,
     found_rows: bool,
     max_packet: usize,
+    /// The datasource's TLS client, built once per pool (TLS sessions resume across its
+    /// connections); the error of a CA that does not load, reported at each connect.
+    tls: Result<Option<tokio_rustls::TlsConnector>, String>,
 }
 
 impl ManageConnection for BackendManager {
@@ -31,7 +34,15 @@ impl ManageConnection for BackendManager {
     type Error = ProxyError;
 
     async fn connect(&self) -> Result<BackendConn, ProxyError> {
-        BackendConn::connect(&self.datasource, self.id, self.found_rows, self.max_packet).await
+        let (ds, id) = (&self.datasource, self.id);
+        match &self.tls {
+            Ok(tls) => {
+                BackendConn::connect_with(ds, id, self.found_rows, self.max_packet, tls.as_ref())
+                    .await
+            }
+            // Builds it again, to report its error as a connect error.
+            Err(_) => BackendConn::connect(ds, id, self.found_rows, self.max_packet).await,
+        }
     }
 
     async fn is_valid(&self, conn: &mut BackendConn) -> Result<(), ProxyError> {
@@ -133,6 +144,7 @@ impl Pools {
                         id,
                         found_rows,
                         max_packet: config.server.max_packet_size,
+                        tls: super::tls::connector(ds),
                     });
                 pools.insert(
                     (id, found_rows),

@@ -289,6 +289,42 @@ pub struct Datasource {
     /// Bound on one client statement on this datasource (default 10 min; 0 = none). A
     /// statement over it gets an error and its backend connection is closed.
     pub query_timeout: Duration,
+    /// TLS toward this datasource, data path and control path alike (`tls`, default `off`).
+    pub tls: BackendTls,
+    /// The CA certificates (DER) that `verify_ca` and `verify_identity` trust, read from
+    /// `tls_ca_file` (PEM) when the configuration is loaded; empty when no file is given.
+    pub tls_ca_certs: Vec<Vec<u8>>,
+}
+
+/// TLS toward a backend, with the meanings of MySQL's `--ssl-mode` (the client's names for
+/// the same choices).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendTls {
+    /// Plain TCP (default).
+    #[default]
+    Off,
+    /// Encrypted; the server's certificate is not checked (like `--ssl-mode=REQUIRED`). A
+    /// server that does not offer TLS is refused.
+    Required,
+    /// Encrypted, and the certificate must chain to `tls_ca_file`; the host name is not
+    /// checked (`VERIFY_CA`).
+    VerifyCa,
+    /// As `verify_ca`, and the certificate must name the host (or IP address) of
+    /// `address` (`VERIFY_IDENTITY`).
+    VerifyIdentity,
+}
+
+impl BackendTls {
+    /// The configuration's name of the mode (`off`, `required`, `verify_ca`, `verify_identity`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Required => "required",
+            Self::VerifyCa => "verify_ca",
+            Self::VerifyIdentity => "verify_identity",
+        }
+    }
 }
 
 /// A channel: a group of `shards_per_channel` consecutive shards.

@@ -201,6 +201,9 @@ pub struct RawDatasource {
     pub idle_timeout: Duration,
     #[serde(default = "default_query_timeout", with = "humantime_serde")]
     pub query_timeout: Duration,
+    #[serde(default)]
+    pub tls: super::BackendTls,
+    pub tls_ca_file: Option<String>,
 }
 
 fn default_query_timeout() -> Duration {

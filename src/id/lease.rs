@@ -78,12 +78,7 @@ impl LeaseStore {
     pub fn new(config: &Config, holder: String) -> Self {
         let index = &config.index;
         let ds = config.datasource(index.datasource);
-        let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(host.to_owned())
-            .tcp_port(port.parse().unwrap_or(3306))
-            .user(Some(ds.user.clone()))
-            .pass(Some(ds.password.clone()))
+        let opts = crate::route::index::control_conn_opts(ds)
             .client_found_rows(true)
             .pool_opts(
                 mysql_async::PoolOpts::default()

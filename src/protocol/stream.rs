@@ -170,6 +170,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         &self.stream
     }
 
+    /// Puts another byte stream under the same codec (a TLS upgrade after SSLRequest): `f`
+    /// gets the old stream and returns the new one; sequence ids go on. Bytes already read
+    /// and not yet taken as packets would be lost, so they are an error.
+    pub async fn map_stream<T, F, Fut>(self, f: F) -> io::Result<PacketStream<T>>
+    where
+        F: FnOnce(S) -> Fut,
+        Fut: std::future::Future<Output = io::Result<T>>,
+    {
+        if self.buffered() > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the peer sent data before the TLS handshake",
+            ));
+        }
+        Ok(PacketStream {
+            stream: f(self.stream).await?,
+            codec: self.codec,
+            read_buf: self.read_buf,
+            packet: self.packet,
+            write_buf: self.write_buf,
+        })
+    }
+
+    /// The underlying stream, mutably (a backend connection's idle probe reads through it).
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
     /// Bytes received and not yet read as packets.
     pub fn buffered(&self) -> usize {
         self.read_buf.len() + self.packet.len()

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use thiserror::Error;
 
-use crate::config::{ChannelId, Config, Datasource};
+use crate::config::{BackendTls, ChannelId, Config, Datasource};
 use crate::sql::quote_ident;
 
 /// The index table could not answer.
@@ -97,21 +97,57 @@ pub async fn within<T>(
 /// [`CONTROL_IDLE_TTL`]. Connections are not reset when returned: the control path sets no
 /// session state (a reset is one more round trip per use).
 pub fn control_opts(ds: &Datasource, max_connections: usize) -> mysql_async::OptsBuilder {
+    control_conn_opts(ds).pool_opts(
+        mysql_async::PoolOpts::default()
+            .with_constraints(
+                mysql_async::PoolConstraints::new(0, max_connections.max(1)).unwrap_or_default(),
+            )
+            .with_inactive_connection_ttl(CONTROL_IDLE_TTL)
+            .with_reset_connection(false),
+    )
+}
+
+/// Where and as whom the control path connects to datasource `ds`, over TLS as its `tls`
+/// says ([`control_ssl_opts`]); pool options are the caller's.
+pub fn control_conn_opts(ds: &Datasource) -> mysql_async::OptsBuilder {
     let (host, port) = ds.address.rsplit_once(':').unwrap_or((&ds.address, "3306"));
     mysql_async::OptsBuilder::default()
-        .ip_or_hostname(host.to_owned())
+        .ip_or_hostname(
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+        )
         .tcp_port(port.parse().unwrap_or(3306))
         .user(Some(ds.user.clone()))
         .pass(Some(ds.password.clone()))
-        .pool_opts(
-            mysql_async::PoolOpts::default()
-                .with_constraints(
-                    mysql_async::PoolConstraints::new(0, max_connections.max(1))
-                        .unwrap_or_default(),
-                )
-                .with_inactive_connection_ttl(CONTROL_IDLE_TTL)
-                .with_reset_connection(false),
-        )
+        .ssl_opts(control_ssl_opts(ds))
+}
+
+/// mysql_async's TLS options for a datasource's `tls` mode: `required` accepts any
+/// certificate; `verify_ca` and `verify_identity` trust only `tls_ca_file` (not the
+/// built-in web roots). mysql_async 0.37.1 recognises a name mismatch by rustls's old
+/// error text, which rustls 0.23.46 no longer produces, so on the control path `verify_ca`
+/// also checks the name (it fails closed: never weaker than asked).
+pub fn control_ssl_opts(ds: &Datasource) -> Option<mysql_async::SslOpts> {
+    // mysql_async builds its rustls client from the process default provider.
+    crate::backend::tls::crypto_provider();
+    let roots: Vec<_> = ds
+        .tls_ca_certs
+        .iter()
+        .map(|der| der.clone().into())
+        .collect();
+    let opts = mysql_async::SslOpts::default()
+        .with_root_certs(roots)
+        .with_disable_built_in_roots(true);
+    match ds.tls {
+        BackendTls::Off => None,
+        BackendTls::Required => Some(
+            opts.with_danger_accept_invalid_certs(true)
+                .with_danger_skip_domain_validation(true),
+        ),
+        BackendTls::VerifyCa => Some(opts.with_danger_skip_domain_validation(true)),
+        BackendTls::VerifyIdentity => Some(opts),
+    }
 }
 
 /// An index table that cannot answer is a datasource the client cannot reach (1429).

@@ -335,6 +335,8 @@ fn datasources(
             checkout_timeout: ds.checkout_timeout,
             idle_timeout: ds.idle_timeout,
             query_timeout: ds.query_timeout,
+            tls: ds.tls,
+            tls_ca_certs: sources::tls_ca_certs(c, name, ds)?,
         });
     }
     Ok((list, index))

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::Checker;
-use crate::config::raw::RawConfig;
-use crate::config::{CacheConfig, ConfigError, RedisTier};
+use crate::config::raw::{RawConfig, RawDatasource};
+use crate::config::{BackendTls, CacheConfig, ConfigError, RedisTier};
 
 /// A password given in the file (`password`), by an environment variable (`password_env`)
 /// or in a file (`password_file`, a mounted Kubernetes Secret; one trailing newline is
@@ -43,6 +43,42 @@ pub(super) fn secret(
             format!("{what}: give only one of password, password_env and password_file"),
         )),
     }
+}
+
+/// The CA certificates of a datasource's `tls_ca_file` (PEM, one or more certificates), as
+/// DER. `verify_ca` and `verify_identity` need the file; `off` and `required` ignore it.
+pub(super) fn tls_ca_certs(
+    c: &Checker,
+    name: &str,
+    ds: &RawDatasource,
+) -> Result<Vec<Vec<u8>>, ConfigError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let key = format!("datasources.{name}.tls_ca_file");
+    let path = match (&ds.tls_ca_file, ds.tls) {
+        (Some(path), _) => path,
+        (None, BackendTls::VerifyCa | BackendTls::VerifyIdentity) => {
+            return Err(c.at(
+                &ds.address,
+                format!("{key}: tls = verify_ca and verify_identity need a CA file"),
+            ));
+        }
+        (None, _) => return Ok(Vec::new()),
+    };
+    let pem = std::fs::read(path)
+        .map_err(|e| c.at(&ds.address, format!("{key}: cannot read {path}: {e}")))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .map(|cert| cert.map(|c| c.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| c.at(&ds.address, format!("{key}: {path} is not PEM ({e})")))?;
+    if certs.is_empty() {
+        return Err(c.at(
+            &ds.address,
+            format!("{key}: {path} holds no CERTIFICATE block"),
+        ));
+    }
+    Ok(certs)
 }
 
 pub(super) fn cache(c: &Checker, raw: &RawConfig) -> Result<CacheConfig, ConfigError> {
@@ -141,4 +177,73 @@ mod tests {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[test]
+    fn backend_tls_modes_and_their_ca_file() {
+        use crate::config::BackendTls;
+        let ds0 = "address = \"127.0.0.1:33061\"\n";
+        let config = Config::from_toml(DEMO, "t").unwrap();
+        assert_eq!(config.datasources[0].tls, BackendTls::Off);
+        assert!(config.datasources[0].tls_ca_certs.is_empty());
+        // required needs no CA file.
+        let config =
+            Config::from_toml(&with(ds0, &format!("{ds0}tls = \"required\"\n")), "t").unwrap();
+        assert_eq!(config.datasources[0].tls, BackendTls::Required);
+        // The verifying modes do.
+        for mode in ["verify_ca", "verify_identity"] {
+            let e = Config::from_toml(&with(ds0, &format!("{ds0}tls = \"{mode}\"\n")), "t")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("datasources.ds0.tls_ca_file: tls = verify_ca and verify_identity need a CA file"),
+                "{e}"
+            );
+        }
+        let e = Config::from_toml(&with(ds0, &format!("{ds0}tls = \"on\"\n")), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `on`"), "{e}");
+        // The file must exist and hold certificates.
+        let dir = std::env::temp_dir().join(format!("routekey-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let with_file = |path: &std::path::Path| {
+            with(
+                ds0,
+                &format!(
+                    "{ds0}tls = \"verify_ca\"\ntls_ca_file = \"{}\"\n",
+                    path.display()
+                ),
+            )
+        };
+        let e = Config::from_toml(&with_file(&dir.join("missing.pem")), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tls_ca_file: cannot read"), "{e}");
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let e = Config::from_toml(&with_file(&empty), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("holds no CERTIFICATE block"), "{e}");
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, TEST_CA).unwrap();
+        let config = Config::from_toml(&with_file(&ca), "t").unwrap();
+        assert_eq!(config.datasources[0].tls, BackendTls::VerifyCa);
+        assert_eq!(config.datasources[0].tls_ca_certs.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A self-signed CA certificate (openssl req -x509), only parsed here.
+    const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBijCCATGgAwIBAgIUQGlSzMF7oZg2pnHazMnQ9HoKmPMwCgYIKoZIzj0EAwIw
+GzEZMBcGA1UEAwwQcm91dGVrZXkgdGVzdCBDQTAeFw0yNjEyMDIwNDEwNDZaFw0z
+NjExMjkwNDEwNDZaMBsxGTAXBgNVBAMMEHJvdXRla2V5IHRlc3QgQ0EwWTATBgcq
+hkjOPQIBBggqhkjOPQMBBwNCAATy3amzwEr0WuTVSSWTt39WSvsInDmrNN9CkSGW
+r9tKjczUaYS3YPQ3G84d3FOvN4eOiqDrw5cpnLT6gMVubci8o1MwUTAdBgNVHQ4E
+FgQUn45z9XW2356wl8oc5pSqo6ZqH9swHwYDVR0jBBgwFoAUn45z9XW2356wl8oc
+5pSqo6ZqH9swDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNHADBEAiAdhF1a
+gI+FA1swwrNvvU6PduZpag1zpAnSgIWtruQNdAIgRWSD5KpRcc6Vl07wGuJJEBVM
+OBbUqWJo7/Mj9zgCm6I=
+-----END CERTIFICATE-----
+";
 }
