@@ -85,12 +85,10 @@ async fn kill_query_of_another_session_stops_its_statement_on_the_right_backend_
     use mysql_async::prelude::*;
     use std::time::{Duration, Instant};
     let mut config = config();
-    config.users.push(routekey_proxy::config::User {
-        name: "other".into(),
-        password: "other".into(),
-        scatter: routekey_proxy::config::Scatter::Allow,
-        scatter_writes: routekey_proxy::config::Scatter::Refuse,
-    });
+    let mut other = config.users[0].clone();
+    other.name = "other".into();
+    other.password = "other".into();
+    config.users.push(other);
     let h = Harness::start_with(config).await;
     let mut a = h.client().await;
     let a_id = a.id();

@@ -19,12 +19,13 @@ const SEEDED: &str = "user_id BETWEEN 100 AND 300";
 
 /// The demo configuration with one more user.
 fn with_user(mut config: Config, name: &str, scatter: Scatter, writes: Scatter) -> Config {
-    config.users.push(User {
-        name: name.to_owned(),
-        password: name.to_owned(),
-        scatter,
-        scatter_writes: writes,
-    });
+    // The demo user's settings otherwise (scope, ...), whatever fields users gain.
+    let mut user: User = config.users[0].clone();
+    user.name = name.to_owned();
+    user.password = name.to_owned();
+    user.scatter = scatter;
+    user.scatter_writes = writes;
+    config.users.push(user);
     config
 }
 

@@ -160,6 +160,14 @@ pub struct User {
     /// UPDATE/DELETE without a usable order id: refused (`refuse`, the default), or run on
     /// every shard they reach when those all lie on one datasource (`allow`).
     pub scatter_writes: Scatter,
+    /// Databases on the default datasource this user may reach besides the logical
+    /// database and `information_schema` (`databases = [...]`, default none): statements
+    /// naming them pass through unchanged. A shard database, the index table's database
+    /// or `mysql` here is a configuration error (SPEC §8a).
+    pub databases: Vec<String>,
+    /// `process = true`: `SHOW PROCESSLIST` lists every session of the proxy and `KILL`
+    /// reaches any of them; otherwise (the default) only the user's own.
+    pub process: bool,
 }
 
 /// Whether statements without a usable order id may run on every shard.

@@ -79,6 +79,8 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
                 password,
                 scatter: u.scatter,
                 scatter_writes: u.scatter_writes,
+                databases: u.databases.clone(),
+                process: u.process,
             })
         })
         .collect::<Result<Vec<_>, ConfigError>>()?;
@@ -110,6 +112,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         created_at_column: raw.index.created_at_column.clone(),
         timeout: raw.index.timeout,
     };
+    user_databases(&c, &users, &sharding, &index)?;
     let issuance = issuance(&c, &raw, &channels, &layout)?;
     let admin = Admin {
         listen: raw.admin.listen.get_ref().parse().map_err(|_| {
@@ -229,6 +232,46 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
         drain_timeout: raw.server.drain_timeout,
         drain_delay: raw.server.drain_delay,
     })
+}
+
+/// A user's `databases` may name neither the proxy's own databases (a shard database, the
+/// index table's, `mysql`: reaching them would bypass routing and the index) nor be empty;
+/// the logical database and `information_schema` are every user's already (SPEC §8a).
+fn user_databases(
+    c: &Checker,
+    users: &[User],
+    sharding: &crate::config::Sharding,
+    index: &IndexTable,
+) -> Result<(), ConfigError> {
+    for (i, u) in users.iter().enumerate() {
+        for db in &u.databases {
+            let why = if db.is_empty() {
+                Some("an empty name")
+            } else if sharding
+                .shards
+                .iter()
+                .any(|s| s.database.eq_ignore_ascii_case(db))
+            {
+                Some("a shard database (its tables are reached through the logical database)")
+            } else if index.database.eq_ignore_ascii_case(db) {
+                Some("the index table's database (the proxy keeps it consistent with the shards)")
+            } else if db.eq_ignore_ascii_case("mysql") {
+                Some("the `mysql` system database (the backend account's privileges live there)")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(c.err(
+                    None,
+                    format!(
+                        "users[{i}] ({}): databases: `{db}` is {why}; a user may be given other databases on the default datasource only",
+                        u.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn datasources(
