@@ -98,7 +98,7 @@ impl Session {
         vars.insert("collation_connection".to_owned(), literal(&collation));
         vars.insert("autocommit".to_owned(), b"1".to_vec());
         vars.insert("last_insert_id".to_owned(), b"0".to_vec());
-        let handle = proxy.sessions.register(id, &user);
+        let handle = proxy.sessions.register(id, &user, &host);
         Self {
             decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
             rt: proxy.runtime(),
@@ -337,56 +337,30 @@ impl Session {
         }];
     }
 
-    /// Refuses databases clients may not reach (the physical shard databases, the index
-    /// table's, `mysql`), named as `db.` qualifiers in a statement.
+    /// The databases this session's user may reach, under the configuration in force.
+    pub(super) fn scope(&self) -> crate::plan::scope::Scope {
+        crate::plan::scope::Scope::of(&self.rt.config, &self.user, &self.host)
+    }
+
+    /// Refuses a statement naming a database outside the user's scope (1142, 1370, 1044;
+    /// [`crate::plan::scope::check_statement`]), before anything reaches a backend.
     pub(super) fn check_database_access(
         &self,
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
     ) -> Result<(), ProxyError> {
-        use crate::sql::lexer::TokenKind;
-        if self.rt.protected_databases.is_empty() {
-            return Ok(());
-        }
-        // Executable comments are transparent: `/*!order_shards*/.t` names the database too.
-        let tokens: Vec<&crate::sql::lexer::Token> = lexed
-            .tokens
-            .iter()
-            .filter(|t| {
-                !matches!(
-                    t.kind,
-                    TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-                )
-            })
-            .collect();
-        for w in tokens.windows(2) {
-            if w[1].is_punct(sql, ".")
-                && matches!(w[0].kind, TokenKind::Word | TokenKind::QuotedIdent)
-            {
-                let name = crate::sql::command::ident_text(sql, w[0], self.lex_mode);
-                self.check_database(&name)?;
-            }
-        }
-        Ok(())
+        crate::plan::scope::check_statement(
+            &self.scope(),
+            sql,
+            &lexed.tokens,
+            self.lex_mode,
+            self.database.as_deref(),
+        )
     }
 
-    /// Refuses a database clients may not reach.
+    /// Refuses a database outside the user's scope (1044): `USE`, COM_INIT_DB, the
+    /// handshake's database, `SHOW ... FROM db`.
     pub(super) fn check_database(&self, name: &str) -> Result<(), ProxyError> {
-        if self
-            .rt
-            .protected_databases
-            .iter()
-            .any(|p| p.eq_ignore_ascii_case(name))
-        {
-            return Err(ProxyError::client(
-                crate::error::ER_DBACCESS_DENIED_ERROR,
-                b"42000",
-                format!(
-                    "Access denied for user '{}'@'%' to database '{name}' (routekey-proxy keeps its shard and index databases to itself)",
-                    self.user
-                ),
-            ));
-        }
-        Ok(())
+        self.scope().check_database(name)
     }
 }
