@@ -10,6 +10,7 @@ mod ids;
 mod locks;
 mod merge;
 mod prepared;
+mod processlist;
 mod query;
 mod respond;
 mod statement;
