@@ -329,6 +329,35 @@ async fn a_process_user_sees_and_kills_every_session() {
     h.stop().await;
 }
 
+#[tokio::test]
+async fn a_reload_that_takes_a_database_away_refuses_it_at_once() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
+    exec(&mut g, "USE orders_ref").await;
+    let mut narrowed = scoped_config();
+    narrowed.users[1].databases.clear();
+    h.proxy.reload(narrowed).unwrap();
+    // Unqualified names would still reach the current database: refused until USE.
+    assert_eq!(
+        refusal(&mut g, "SELECT COUNT(*) FROM t_order").await.0,
+        1044
+    );
+    assert_eq!(refusal(&mut g, "SELECT 1").await.0, 1044);
+    assert_eq!(refusal(&mut g, "USE orders_ref").await.0, 1044);
+    exec(&mut g, "USE orders").await;
+    assert_eq!(
+        refusal(&mut g, "SELECT COUNT(*) FROM orders_ref.t_order")
+            .await
+            .0,
+        1142
+    );
+    assert_eq!(
+        strings(&mut g, "SHOW DATABASES").await,
+        ["information_schema", "orders"]
+    );
+    h.stop().await;
+}
+
 #[test]
 fn naming_the_proxys_own_databases_is_a_configuration_error() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml");

@@ -12,6 +12,7 @@ use crate::backend::{BackendConn, Diagnostic, vars::CHARSET_VARS};
 use crate::config::DatasourceId;
 use crate::error::ProxyError;
 use crate::execute::{Transaction, Wants};
+use crate::plan::scope::Scope;
 use crate::proxy::{Proxy, Runtime};
 use crate::rewrite::SessionValues;
 use crate::sql::charset::{Decoding, collation_names, decoding_for};
@@ -68,6 +69,8 @@ pub struct Session {
     pub(super) statements: super::prepared::Statements,
     /// This session as other sessions see it (KILL).
     pub(super) handle: Arc<crate::sessions::SessionHandle>,
+    /// The databases its user may reach under `rt` (SPEC §8a).
+    scope: Arc<Scope>,
 }
 
 fn literal(s: &str) -> Vec<u8> {
@@ -99,9 +102,12 @@ impl Session {
         vars.insert("autocommit".to_owned(), b"1".to_vec());
         vars.insert("last_insert_id".to_owned(), b"0".to_vec());
         let handle = proxy.sessions.register(id, &user, &host);
+        let rt = proxy.runtime();
+        let scope = Arc::new(Scope::of(&rt.config, &user, &host));
         Self {
+            scope,
             decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
-            rt: proxy.runtime(),
+            rt,
             proxy,
             id,
             user,
@@ -288,6 +294,7 @@ impl Session {
         let current = self.proxy.runtime();
         self.txn.release_idle();
         if !self.txn.holds_any() && !self.txn.pinned() {
+            self.scope = Arc::new(Scope::of(&current.config, &self.user, &self.host));
             self.rt = current;
             return Ok(());
         }
@@ -337,20 +344,29 @@ impl Session {
         }];
     }
 
-    /// The databases this session's user may reach, under the configuration in force.
-    pub(super) fn scope(&self) -> crate::plan::scope::Scope {
-        crate::plan::scope::Scope::of(&self.rt.config, &self.user, &self.host)
+    /// The databases this session's user may reach, under the configuration it works
+    /// under.
+    pub(super) fn scope(&self) -> Arc<Scope> {
+        self.scope.clone()
     }
 
     /// Refuses a statement naming a database outside the user's scope (1142, 1370, 1044;
-    /// [`crate::plan::scope::check_statement`]), before anything reaches a backend.
+    /// [`crate::plan::scope::check_statement`]), before anything reaches a backend. A
+    /// current database a reload took out of the scope refuses every statement but `USE`
+    /// (1044): unqualified names would still reach it.
     pub(super) fn check_database_access(
         &self,
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
     ) -> Result<(), ProxyError> {
+        if let Some(db) = self.database.as_deref() {
+            let is_use = lexed.tokens.first().is_some_and(|t| t.is_word(sql, "use"));
+            if !is_use {
+                self.scope.check_database(db)?;
+            }
+        }
         crate::plan::scope::check_statement(
-            &self.scope(),
+            &self.scope,
             sql,
             &lexed.tokens,
             self.lex_mode,

@@ -170,7 +170,7 @@ impl Session {
                 writes: user.is_some_and(|u| u.scatter_writes == crate::config::Scatter::Allow),
             },
             now_ms: now_ms(),
-            scope: Some(&scope),
+            scope: Some(&*scope),
         };
         let mut plan = match crate::plan::plan(&self.rt.router, &inputs).await {
             Ok(plan) => plan,
