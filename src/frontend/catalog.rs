@@ -867,7 +867,10 @@ mod tests {
         assert!(refs("SELECT * FROM tables", false).is_empty());
         assert_eq!(refs("SELECT * FROM tables", true).len(), 1);
         assert!(refs("SELECT * FROM information_schema.ROUTINES", false).is_empty());
-        assert_eq!(refs("SELECT * FROM information_schema.PARTITIONS", false).len(), 1);
+        assert_eq!(
+            refs("SELECT * FROM information_schema.PARTITIONS", false).len(),
+            1
+        );
         assert!(refs("SELECT TABLES.TABLE_NAME FROM x", true).is_empty());
     }
 

@@ -365,7 +365,7 @@ impl Session {
                 self.scope.check_database(db)?;
             }
         }
-        crate::plan::scope::check_statement(
+        crate::plan::scope::check_text(
             &self.scope,
             sql,
             &lexed.tokens,

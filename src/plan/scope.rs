@@ -17,6 +17,10 @@
 //! `JOIN`, `INTO`, `UPDATE`, `TABLE`, `CALL`, ..., or after a comma in a table list) is
 //! database `a`, table `b`; anywhere else `a.b` is a column of table or alias `a`, which
 //! MySQL resolves among the statement's own tables (themselves checked where they stand).
+//! In DDL without a query every `a.b` is taken for a table (no alias is declared there).
+//! The text is read as the server may read it ([`check_text`]: a statement-level
+//! `sql_mode`, executable comments for any version), and the planner checks the tables
+//! the SQL parser found besides ([`crate::sql::Analysis::qualified_tables`]).
 
 use crate::config::Config;
 use crate::error::ProxyError;
@@ -326,6 +330,28 @@ impl<'a> Reader<'a> {
     }
 }
 
+impl Reader<'_> {
+    /// Whether a name at `i` stands where a table is expected: after a word of
+    /// [`TABLE_WORDS`], after a comma or parenthesis inside a table list (`in_list`),
+    /// after `IN` in `SHOW`, after `ON`/`LIKE` in DDL, or as a sequence function's argument.
+    fn table_position(&self, i: usize, in_list: bool, ddl: bool) -> bool {
+        let Some(before) = i.checked_sub(1) else {
+            return false;
+        };
+        let word = |w: &str| self.word(before, w);
+        let clause_update = word("update")
+            && (self.word(before.wrapping_sub(1), "key")
+                || self.word(before.wrapping_sub(1), "for"));
+        (TABLE_WORDS.iter().any(|w| word(w)) && !clause_update)
+            || ((self.punct(before, ",") || self.punct(before, "(")) && in_list)
+            || (self.word(0, "show") && word("in"))
+            || (ddl && (word("on") || word("like")))
+            || (self.punct(before, "(")
+                && before > 0
+                && SEQUENCE_FUNCTIONS.iter().any(|f| self.word(before - 1, f)))
+    }
+}
+
 /// The command name MySQL gives in 1142 for a statement starting with `first`.
 fn command_name(r: &Reader<'_>) -> String {
     let first = (0..r.tokens.len().min(8))
@@ -377,6 +403,9 @@ pub fn check_statement(
     }
     let command = command_name(&r);
     let starts_ddl = r.word(0, "create") || r.word(0, "drop") || r.word(0, "alter");
+    // DDL without a query names tables wherever it names `a.b` (`UNION = (db.t)` of a MERGE
+    // table, `CHECK (...)`): no alias is declared there to qualify a column.
+    let ddl_names = starts_ddl && !r.tokens.iter().any(|t| t.is_word(sql, "select"));
     // One entry per parenthesis depth: whether a table list is open there.
     let mut lists = vec![false];
     let mut i = 0;
@@ -388,7 +417,8 @@ pub fn check_statement(
             let after = |w: &str| i > 0 && r.word(i - 1, w);
             let grouping = *lists.last().expect("never empty")
                 && (["from", "join", "straight_join"].iter().any(|w| after(w))
-                    || (i > 0 && (r.punct(i - 1, ",") || r.punct(i - 1, "("))));
+                    || (i > 0 && (r.punct(i - 1, ",") || r.punct(i - 1, "("))))
+                || (i > 1 && r.punct(i - 1, "=") && r.word(i - 2, "union"));
             lists.push(grouping);
         } else if t.is_punct(sql, ")") {
             if lists.len() > 1 {
@@ -413,21 +443,8 @@ pub fn check_statement(
                 n.is_punct(sql, ".")
                     || (n.kind == TokenKind::Number && n.bytes(sql).starts_with(b"."))
             });
-        let table_position = i > 0 && {
-            let before = i - 1;
-            let word = |w: &str| r.word(before, w);
-            let in_list = *lists.last().expect("never empty");
-            (TABLE_WORDS.iter().any(|w| word(w))
-                && !(word("update")
-                    && (r.word(before.wrapping_sub(1), "key")
-                        || r.word(before.wrapping_sub(1), "for"))))
-                || ((r.punct(before, ",") || r.punct(before, "(")) && in_list)
-                || (r.word(0, "show") && word("in"))
-                || (starts_ddl && (word("on") || word("like")))
-                || (r.punct(before, "(")
-                    && before > 0
-                    && SEQUENCE_FUNCTIONS.iter().any(|f| r.word(before - 1, f)))
-        };
+        let table_position =
+            r.table_position(i, *lists.last().expect("never empty"), starts_ddl) || ddl_names;
         if !qualified {
             if in_information_schema && table_position && r.is_name(i) {
                 scope.check_table(&command, INFORMATION_SCHEMA, &r.name(i))?;
@@ -447,6 +464,58 @@ pub fn check_statement(
         i = next;
     }
     Ok(())
+}
+
+/// [`check_statement`] under every reading the server may give the text: the session's
+/// lexing, and, when the text could make the server read it otherwise, those too. A
+/// statement that changes `sql_mode` for itself (`SET STATEMENT sql_mode = 'ANSI_QUOTES'
+/// FOR ...`) may turn `"db"` into an identifier or end a string at `\'`; a versioned
+/// executable comment the proxy takes for a comment may run on a newer server. Each
+/// reading must pass.
+///
+/// # Errors
+/// As [`check_statement`].
+pub fn check_text(
+    scope: &Scope,
+    sql: &[u8],
+    tokens: &[Token],
+    mode: LexMode,
+    current: Option<&str>,
+) -> Result<(), ProxyError> {
+    check_statement(scope, sql, tokens, mode, current)?;
+    for other in other_readings(sql, mode) {
+        let lexed = crate::sql::lexer::lex(sql, other);
+        check_statement(scope, sql, &lexed.tokens, other, current)?;
+    }
+    Ok(())
+}
+
+/// The lexings besides `mode` the server might apply to `sql` (see [`check_text`]).
+fn other_readings(sql: &[u8], mode: LexMode) -> Vec<LexMode> {
+    let has = |needle: &[u8]| {
+        sql.windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
+    };
+    let mut base = mode;
+    if has(b"/*!") || has(b"/*m!") {
+        base.server_version = u32::MAX;
+    }
+    let mut out = Vec::new();
+    if has(b"sql_mode") {
+        for ansi_quotes in [false, true] {
+            for no_backslash_escapes in [false, true] {
+                out.push(LexMode {
+                    ansi_quotes,
+                    no_backslash_escapes,
+                    ..base
+                });
+            }
+        }
+    } else {
+        out.push(base);
+    }
+    out.retain(|m| *m != mode);
+    out
 }
 
 /// `SHOW ... FROM db` / `IN db` and `SHOW CREATE DATABASE db`: the database as such (1044).
@@ -585,6 +654,8 @@ mod tests {
             "SHOW CREATE PROCEDURE orders_ref.p",
             "SHOW INDEX IN orders_ref.t",
             "CREATE TABLE t (a INT REFERENCES orders_ref.p (a))",
+            "CREATE TABLE m (a INT) ENGINE=MERGE UNION=(orders_ref.t_order)",
+            "ALTER TABLE m UNION = (t_merchant, orders_ref.t_order)",
         ] {
             assert_eq!(refused(sql), 1142, "{sql}");
         }
@@ -610,6 +681,27 @@ mod tests {
         assert_eq!(refused("SHOW COLUMNS FROM t IN orders_ref"), 1044);
         assert_eq!(refused("SHOW CREATE DATABASE orders_ref"), 1044);
         assert_eq!(refused("SHOW TABLE STATUS FROM `mysql`"), 1044);
+    }
+
+    #[test]
+    fn every_reading_the_server_may_give_is_checked() {
+        let check_text = |sql: &str, mode: LexMode| {
+            let lexed = lex(sql.as_bytes(), mode);
+            super::check_text(&scope(), sql.as_bytes(), &lexed.tokens, mode, None)
+                .map_err(|e| e.to_packet_parts().0)
+        };
+        let plain = LexMode::default();
+        for sql in [
+            r#"SET STATEMENT sql_mode = 'ANSI_QUOTES' FOR SELECT * FROM "orders_ref"."t_order""#,
+            r"SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT 'x' FROM orders_ref.t_order -- '",
+            "SELECT 1 /*M!999999 FROM orders_ref.t_order */",
+        ] {
+            assert_eq!(check_text(sql, plain), Err(1142), "{sql}");
+        }
+        assert_eq!(
+            check_text(r#"SELECT "orders_ref.t_order" FROM t_order"#, plain),
+            Ok(())
+        );
     }
 
     #[test]
