@@ -331,6 +331,22 @@ impl<'a> Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Whether an unqualified name at `i` is a table a query reads: after `FROM`, `JOIN`,
+    /// or a comma or parenthesis of a table list, in a statement other than `SHOW`
+    /// (`DUAL` is no table).
+    fn reads_table(&self, i: usize, in_list: bool) -> bool {
+        let Some(before) = i.checked_sub(1) else {
+            return false;
+        };
+        self.is_name(i)
+            && !self.word(i, "dual")
+            && !self.word(0, "show")
+            && (["from", "join", "straight_join"]
+                .iter()
+                .any(|w| self.word(before, w))
+                || ((self.punct(before, ",") || self.punct(before, "(")) && in_list))
+    }
+
     /// Whether a name at `i` stands where a table is expected: after a word of
     /// [`TABLE_WORDS`], after a comma or parenthesis inside a table list (`in_list`),
     /// after `IN` in `SHOW`, after `ON`/`LIKE` in DDL, or as a sequence function's argument.
@@ -446,7 +462,7 @@ pub fn check_statement(
         let table_position =
             r.table_position(i, *lists.last().expect("never empty"), starts_ddl) || ddl_names;
         if !qualified {
-            if in_information_schema && table_position && r.is_name(i) {
+            if in_information_schema && r.reads_table(i, *lists.last().expect("never empty")) {
                 scope.check_table(&command, INFORMATION_SCHEMA, &r.name(i))?;
             }
             i += 1;
@@ -681,6 +697,38 @@ mod tests {
         assert_eq!(refused("SHOW COLUMNS FROM t IN orders_ref"), 1044);
         assert_eq!(refused("SHOW CREATE DATABASE orders_ref"), 1044);
         assert_eq!(refused("SHOW TABLE STATUS FROM `mysql`"), 1044);
+    }
+
+    #[test]
+    fn information_schema_tables_are_checked_unqualified_too() {
+        let check_in = |sql: &str| {
+            let lexed = lex(sql.as_bytes(), LexMode::default());
+            let is = Some(INFORMATION_SCHEMA);
+            check_statement(
+                &scope(),
+                sql.as_bytes(),
+                &lexed.tokens,
+                LexMode::default(),
+                is,
+            )
+            .map_err(|e| e.to_packet_parts().0)
+        };
+        for sql in [
+            "SELECT * FROM ROUTINES",
+            "SELECT * FROM TABLES t JOIN `VIEWS` v ON t.a = v.b",
+            "SELECT * FROM TABLES, INNODB_TRX",
+        ] {
+            assert_eq!(check_in(sql), Err(1142), "{sql}");
+        }
+        for sql in [
+            "SHOW TABLES LIKE 'PROC%'",
+            "SELECT * FROM TABLES WHERE TABLE_SCHEMA = 'orders'",
+            "EXPLAIN SELECT * FROM COLUMNS",
+            "SELECT 1 FROM DUAL",
+            "SELECT * FROM TABLES FOR UPDATE",
+        ] {
+            assert_eq!(check_in(sql), Ok(()), "{sql}");
+        }
     }
 
     #[test]
