@@ -583,6 +583,10 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
         }
         ("index" | "indexes" | "keys", "from" | "in") => table_info(sql, tokens, 3, true, true),
         ("create", "table") => table_info(sql, tokens, 3, false, true),
+        // The backend's accounts and their password hashes.
+        ("create", "user" | "role") => {
+            Command::Administrative(format!("SHOW CREATE {}", w(2).to_ascii_uppercase()))
+        }
         _ => Command::Statement,
     }
 }
