@@ -81,28 +81,8 @@ impl Scope {
         db.eq_ignore_ascii_case(INFORMATION_SCHEMA) || self.databases.iter().any(|d| d == db)
     }
 
-    /// The databases `SHOW DATABASES` and `information_schema.SCHEMATA` list: the logical
-    /// database, the user's `databases` and `information_schema`, sorted as MySQL sorts
-    /// them. The default datasource's database is not listed when it has another name
-    /// than the logical database: the logical database stands for it.
-    pub fn listed(&self, config: &Config) -> Vec<String> {
-        let default = config
-            .datasource(config.sharding.default_datasource)
-            .database
-            .as_deref();
-        let logical = &config.sharding.logical_database;
-        let mut out: Vec<String> = self
-            .databases
-            .iter()
-            .filter(|d| d.as_str() == logical || Some(d.as_str()) != default)
-            .cloned()
-            .chain([INFORMATION_SCHEMA.to_owned()])
-            .collect();
-        out.sort();
-        out
-    }
-
-    /// Every database a statement may name, `information_schema` included.
+    /// Every database a statement may name, `information_schema` included (what
+    /// `SHOW DATABASES` and `information_schema.SCHEMATA` list, of those the server has).
     pub fn databases(&self) -> impl Iterator<Item = &str> {
         self.databases
             .iter()
