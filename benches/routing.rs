@@ -146,6 +146,7 @@ fn analyse_and_route(c: &mut Criterion) {
                         writes: false,
                     },
                     now_ms: NOW,
+                    scope: None,
                 };
                 // Planning renders each shard's statement.
                 rt.block_on(plan(&router, &inputs)).unwrap()

@@ -32,9 +32,6 @@ pub struct Runtime {
     pub pools: Pools,
     /// Analyses by statement shape (they depend on the configuration's tables).
     pub analyses: AnalysisCache,
-    /// Databases clients may not reach: the physical shard databases, the index table's
-    /// database and `mysql` (unless one of them is the logical or the default database).
-    pub protected_databases: Vec<String>,
     /// 1 for the configuration loaded at start, then one more per reload.
     pub generation: u64,
     /// The TLS certificate and RSA key clients are offered, read from the files the
@@ -44,27 +41,6 @@ pub struct Runtime {
 
 impl Runtime {
     fn build(config: Arc<Config>, previous: Option<&Runtime>) -> Self {
-        let open = [
-            Some(config.sharding.logical_database.to_ascii_lowercase()),
-            config
-                .datasource(config.sharding.default_datasource)
-                .database
-                .as_ref()
-                .map(|d| d.to_ascii_lowercase()),
-        ];
-        let mut protected: Vec<String> = config
-            .sharding
-            .shards
-            .iter()
-            .map(|s| s.database.to_ascii_lowercase())
-            .chain([
-                config.index.database.to_ascii_lowercase(),
-                "mysql".to_owned(),
-            ])
-            .filter(|d| !open.contains(&Some(d.clone())))
-            .collect();
-        protected.sort();
-        protected.dedup();
         let index = MysqlIndexTable::new(&config);
         let router = match previous {
             Some(p) if p.config.cache == config.cache => p.router.succeed(config.clone(), index),
@@ -85,7 +61,6 @@ impl Runtime {
             router,
             pools: Pools::rebuild(&config, previous.map(|p| &p.pools)),
             analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
-            protected_databases: protected,
             generation: previous.map_or(1, |p| p.generation + 1),
             config,
         }

@@ -25,15 +25,50 @@ pub struct Running {
 pub struct SessionHandle {
     /// Its connection id.
     pub id: u32,
-    /// Its MySQL user (a user may kill its own connections only).
+    /// Its MySQL user (a user may kill its own connections only, unless it has
+    /// `process = true`).
     pub user: String,
+    /// The client's host and port, as `SHOW PROCESSLIST` gives it.
+    pub host: String,
+    activity: Mutex<Activity>,
     running: Mutex<Option<Running>>,
     killed: AtomicBool,
     draining: AtomicBool,
     wake: Notify,
 }
 
+/// What a session does now, as `SHOW PROCESSLIST` shows it.
+#[derive(Debug, Clone)]
+pub struct Activity {
+    /// Its current database.
+    pub database: Option<String>,
+    /// `Query` or `Execute` while a statement runs, `Sleep` between statements.
+    pub command: &'static str,
+    /// The statement running, while one runs.
+    pub info: Option<String>,
+    /// Since when it does this.
+    pub since: std::time::Instant,
+}
+
 impl SessionHandle {
+    /// What the session does now.
+    pub fn activity(&self) -> Activity {
+        self.activity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records that the session runs a statement (`Some((command, text))`: `Query` or
+    /// `Execute`) or waits for the next (`None`), in database `database`.
+    pub fn set_activity(&self, database: Option<&str>, statement: Option<(&'static str, &[u8])>) {
+        let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        activity.database = database.map(str::to_owned);
+        activity.command = statement.map_or("Sleep", |(command, _)| command);
+        activity.info = statement.map(|(_, s)| String::from_utf8_lossy(s).into_owned());
+        activity.since = std::time::Instant::now();
+    }
+
     /// The backend threads running the session's statement now, if any.
     pub fn running(&self) -> Option<Running> {
         self.running
@@ -80,11 +115,18 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Registers a session.
-    pub fn register(&self, id: u32, user: &str) -> Arc<SessionHandle> {
+    /// Registers a session of `user` connected from `host`.
+    pub fn register(&self, id: u32, user: &str, host: &str) -> Arc<SessionHandle> {
         let handle = Arc::new(SessionHandle {
             id,
             user: user.to_owned(),
+            host: host.to_owned(),
+            activity: Mutex::new(Activity {
+                database: None,
+                command: "Sleep",
+                info: None,
+                since: std::time::Instant::now(),
+            }),
             running: Mutex::new(None),
             killed: AtomicBool::new(false),
             draining: AtomicBool::new(false),

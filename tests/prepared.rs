@@ -268,6 +268,8 @@ async fn a_backend_connection_keeps_statements_of_other_databases_sql_modes_and_
     for ds in &mut config.datasources {
         ds.pool_size = 1;
     }
+    // The user is given the other database (SPEC §8a).
+    config.users[0].databases = vec!["orders_ref".to_owned()];
     let h = Harness::start_with(config).await;
     let mut setup = backend(0).await;
     for (db, v) in [("orders", "in-orders"), ("orders_ref", "in-ref")] {

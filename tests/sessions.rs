@@ -307,7 +307,10 @@ async fn connection_id_and_database_answer_for_the_proxy_session() {
 
 #[tokio::test]
 async fn use_another_database_and_back() {
-    let h = Harness::start().await;
+    // Another database is reachable only when the user is given it (SPEC §8a).
+    let mut config = config();
+    config.users[0].databases = vec!["orders_ref".to_owned(), "no_such_database".to_owned()];
+    let h = Harness::start_with(config).await;
     let mut c = h.client().await;
     let mut r = reference().await;
     let id = order_on(1, 9);

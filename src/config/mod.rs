@@ -200,11 +200,20 @@ pub struct User {
     /// UPDATE/DELETE without a usable order id: refused (`refuse`, the default), or run on
     /// every shard they reach when those all lie on one datasource (`allow`).
     pub scatter_writes: Scatter,
+    /// Databases on the default datasource this user may reach besides the logical
+    /// database and `information_schema` (`databases = [...]`, default none): statements
+    /// naming them pass through unchanged. A shard database, the index table's database
+    /// or `mysql` here is a configuration error (SPEC §8a).
+    pub databases: Vec<String>,
+    /// `process = true`: `SHOW PROCESSLIST` lists every session of the proxy and `KILL`
+    /// reaches any of them; otherwise (the default) only the user's own.
+    pub process: bool,
 }
 
 impl User {
     /// A `mysql_native_password` user with a clear password and the defaults of the
-    /// other keys (scatter reads allowed, scatter writes refused, TLS not required).
+    /// other keys (scatter reads allowed, scatter writes refused, TLS not required, no
+    /// databases beyond the logical one and `information_schema`, own sessions only).
     pub fn new(name: &str, password: &str) -> Self {
         Self {
             name: name.to_owned(),
@@ -213,6 +222,8 @@ impl User {
             require_tls: false,
             scatter: Scatter::Allow,
             scatter_writes: Scatter::Refuse,
+            databases: Vec::new(),
+            process: false,
         }
     }
 }

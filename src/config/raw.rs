@@ -172,6 +172,10 @@ pub struct RawUser {
     pub scatter: super::Scatter,
     #[serde(default = "refuse")]
     pub scatter_writes: super::Scatter,
+    #[serde(default)]
+    pub databases: Vec<String>,
+    #[serde(default)]
+    pub process: bool,
 }
 
 fn allow() -> super::Scatter {

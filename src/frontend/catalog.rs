@@ -4,10 +4,12 @@
 //! over every shard) and never the physical shard tables or the proxy's own databases.
 //!
 //! How: for each catalog view a statement names (`TABLES`, `COLUMNS`, `STATISTICS`,
-//! `KEY_COLUMN_USAGE`, `TABLE_CONSTRAINTS`, `SCHEMATA`), the default datasource's connection gets a
-//! temporary copy of the view (`CREATE TEMPORARY TABLE ... AS SELECT * FROM
-//! information_schema.X WHERE 0`, so every column keeps the view's type) holding the rows
-//! the client may see plus the logical tables' rows; the statement runs against the copies
+//! `KEY_COLUMN_USAGE`, `TABLE_CONSTRAINTS`, `SCHEMATA`, `TRIGGERS`, `PARTITIONS`,
+//! `PROCESSLIST`), the default datasource's connection gets a temporary copy of the view
+//! (`CREATE TEMPORARY TABLE ... AS SELECT * FROM information_schema.X WHERE 0`, so every
+//! column keeps the view's type) holding the rows the client may see — those of the
+//! databases in its scope (SPEC §8a), plus the logical tables' rows; for `PROCESSLIST`
+//! the proxy's own sessions it may see —; the statement runs against the copies
 //! and they are dropped before the connection goes back to its pool. Temporary tables work
 //! under `LOCK TABLES` and inside a transaction without ending it.
 
@@ -32,8 +34,9 @@ pub struct View {
     table_columns: &'static [&'static str],
 }
 
-/// The views answered with the logical tables.
-pub const VIEWS: [View; 6] = [
+/// The views answered with the logical tables (and `PROCESSLIST` with the proxy's own
+/// sessions the user may see).
+pub const VIEWS: [View; 9] = [
     View {
         name: "TABLES",
         schema_columns: &["TABLE_SCHEMA"],
@@ -68,7 +71,26 @@ pub const VIEWS: [View; 6] = [
         schema_columns: &["TABLE_SCHEMA", "CONSTRAINT_SCHEMA"],
         table_columns: &["TABLE_NAME"],
     },
+    View {
+        name: "PROCESSLIST",
+        schema_columns: &["DB"],
+        table_columns: &[],
+    },
+    // mariadb-dump reads these two; the logical tables have no triggers of their own.
+    View {
+        name: "TRIGGERS",
+        schema_columns: &["TRIGGER_SCHEMA", "EVENT_OBJECT_SCHEMA"],
+        table_columns: &["EVENT_OBJECT_TABLE"],
+    },
+    View {
+        name: "PARTITIONS",
+        schema_columns: &["TABLE_SCHEMA"],
+        table_columns: &["TABLE_NAME"],
+    },
 ];
+
+/// `information_schema.PROCESSLIST`.
+const PROCESSLIST: View = VIEWS[6];
 
 /// Where a statement names a catalog view: the byte range of the reference
 /// (`information_schema.TABLES`, or `TABLES` alone while the session is in
@@ -246,9 +268,9 @@ fn copy_names(copies_in: &str) -> ResultNames {
     }
 }
 
-/// The rows of a view a client may see: not the proxy's own databases (shards, index,
-/// `mysql`) nor a physical shard table in a database it may see.
-fn visible(view: View, config: &Config, protected: &[String]) -> String {
+/// The rows of a view a client may see: those of the databases in its scope (SPEC §8a),
+/// never a physical shard table (when a shard database is one of them).
+fn visible(view: View, config: &Config, scope: &crate::plan::scope::Scope) -> String {
     let schema = view.schema_columns[0];
     let list = |names: &mut dyn Iterator<Item = &str>| -> String {
         names
@@ -256,19 +278,16 @@ fn visible(view: View, config: &Config, protected: &[String]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // BINARY: database names compare exactly, as the scope compares them.
     let mut sql = format!(
-        "LOWER({schema}) NOT IN ({})",
-        list(&mut protected.iter().map(String::as_str))
+        "(BINARY {schema} IN ({}) OR LOWER({schema}) = 'information_schema')",
+        list(&mut scope.databases())
     );
     let open: Vec<(&str, &str)> = config
         .sharding
         .shards
         .iter()
-        .filter(|s| {
-            !protected
-                .iter()
-                .any(|p| p.eq_ignore_ascii_case(&s.database))
-        })
+        .filter(|s| scope.allows(&s.database))
         .flat_map(|s| {
             s.tables
                 .iter()
@@ -534,8 +553,11 @@ impl Session {
         let config = self.rt.config.clone();
         let logical = &config.sharding.logical_database;
         let copy = copy_name(copies_in, view);
+        if view == PROCESSLIST {
+            return self.fill_processlist(copy, made).await;
+        }
         let logical_rows = self.logical_rows(view).await?;
-        let mut filter = visible(view, &config, &self.rt.protected_databases);
+        let mut filter = visible(view, &config, &self.scope());
         if let Some(schema) = only_schema {
             let literal = quote_string(schema.as_bytes());
             filter.push_str(&format!(
@@ -598,11 +620,102 @@ impl Session {
         Ok(())
     }
 
+    /// The copy of `information_schema.PROCESSLIST`: the backend's columns, the proxy's
+    /// sessions the user may see as rows (columns the proxy does not know keep their
+    /// implicit defaults).
+    async fn fill_processlist(
+        &mut self,
+        copy: String,
+        made: &mut Vec<String>,
+    ) -> Result<(), ProxyError> {
+        let quote = |v: &str| String::from_utf8_lossy(&quote_string(v.as_bytes())).into_owned();
+        let rows: Vec<String> = self
+            .process_rows()
+            .into_iter()
+            .map(|r| {
+                format!(
+                    "({}, {}, {}, {}, {}, {}, '', {}, {})",
+                    r.id,
+                    quote(&r.user),
+                    quote(&r.host),
+                    r.db.as_deref().map_or("NULL".to_owned(), quote),
+                    quote(r.command),
+                    r.time,
+                    r.info.as_deref().map_or("NULL".to_owned(), quote),
+                    r.time_ms,
+                )
+            })
+            .collect();
+        let statements = [
+            format!("DROP TEMPORARY TABLE IF EXISTS {copy}"),
+            format!(
+                "CREATE TEMPORARY TABLE {copy} AS SELECT * FROM information_schema.PROCESSLIST WHERE 0"
+            ),
+            format!(
+                "SET STATEMENT sql_mode = '' FOR INSERT INTO {copy} (ID, USER, HOST, DB, COMMAND, TIME, STATE, INFO, TIME_MS) VALUES {}",
+                rows.join(", ")
+            ),
+        ];
+        let ds = self.rt.config.sharding.default_datasource;
+        let conn = self.connection(ds).await?;
+        for (i, sql) in statements.iter().enumerate() {
+            if i == 2 && rows.is_empty() {
+                break;
+            }
+            conn.execute(sql.as_bytes()).await?;
+            if i == 1 {
+                made.push(copy.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// `SHOW DATABASES | SCHEMAS [LIKE 'pattern' | WHERE ...]`: from the copy of
+    /// `SCHEMATA`, which holds exactly the databases the user may use.
+    pub(super) async fn show_databases(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        filter: Option<usize>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let (_, copies_in) = self.copies_home();
+        let copy = copy_name(&copies_in, VIEWS[4]);
+        let clause = filter.map(|at| &sql[at..]).unwrap_or_default();
+        let like = clause.len() >= 4 && clause[..4].eq_ignore_ascii_case(b"like");
+        let (label, condition) = if like {
+            let pattern = &clause[4..];
+            let lexed = crate::sql::lexer::lex(pattern, self.lex_mode);
+            let text = lexed
+                .tokens
+                .first()
+                .map(|t| crate::sql::command::ident_text(pattern, t, self.lex_mode))
+                .unwrap_or_default();
+            let label = format!("Database ({text})");
+            let condition = format!(
+                "WHERE {} LIKE {}",
+                quote_ident(&label),
+                String::from_utf8_lossy(pattern)
+            );
+            (label, condition)
+        } else {
+            let label = "Database".to_owned();
+            (label, String::from_utf8_lossy(clause).into_owned())
+        };
+        let query = format!(
+            "SELECT * FROM (SELECT SCHEMA_NAME AS {} FROM {copy}) AS d {condition} ORDER BY 1",
+            quote_ident(&label),
+        );
+        self.run_on_copies(client, &[VIEWS[4]], None, query.into_bytes(), more)
+            .await
+    }
+
     /// The logical tables' rows of `view`, from the first shard (sizes of `TABLES` summed
     /// over every shard).
     async fn logical_rows(&mut self, view: View) -> Result<Vec<Row>, ProxyError> {
-        if view.table_columns.is_empty() {
-            // Databases: the default datasource's stands for the logical one.
+        if view.table_columns.is_empty() || view.name == "TRIGGERS" {
+            // Databases: the default datasource's stands for the logical one. Triggers of
+            // the shard tables are not the logical tables'.
             return Ok(Vec::new());
         }
         let config = self.rt.config.clone();
@@ -753,7 +866,11 @@ mod tests {
         assert!(refs("SELECT tables FROM t", false).is_empty());
         assert!(refs("SELECT * FROM tables", false).is_empty());
         assert_eq!(refs("SELECT * FROM tables", true).len(), 1);
-        assert!(refs("SELECT * FROM information_schema.PARTITIONS", false).is_empty());
+        assert!(refs("SELECT * FROM information_schema.ROUTINES", false).is_empty());
+        assert_eq!(
+            refs("SELECT * FROM information_schema.PARTITIONS", false).len(),
+            1
+        );
         assert!(refs("SELECT TABLES.TABLE_NAME FROM x", true).is_empty());
     }
 

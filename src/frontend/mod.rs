@@ -11,6 +11,7 @@ mod ids;
 mod locks;
 mod merge;
 mod prepared;
+mod processlist;
 mod query;
 mod respond;
 mod statement;

@@ -144,7 +144,19 @@ impl Session {
             .count();
         self.check_database_access(sql, &lexed)?;
         match classify(sql, &lexed.tokens, self.lex_mode) {
-            Command::Statement => {}
+            Command::Statement => {
+                let in_is = self
+                    .database
+                    .as_deref()
+                    .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
+                if !super::catalog::view_refs(sql, &lexed, in_is).is_empty() {
+                    // The proxy answers these views itself, in the text protocol only;
+                    // the backend would answer with what its account sees (SPEC §8a).
+                    return Err(ProxyError::not_yet(
+                        "prepared statements on the information_schema views the proxy answers (TABLES, COLUMNS, SCHEMATA, PROCESSLIST, ...); send them as text",
+                    ));
+                }
+            }
             Command::Administrative(what) => {
                 return Err(ProxyError::client(
                     crate::error::ER_SPECIFIC_ACCESS_DENIED_ERROR,
@@ -349,7 +361,14 @@ impl Session {
             .remove(&id)
             .ok_or_else(|| unknown(id, "mysqld_stmt_execute"))?;
         let started = std::time::Instant::now();
-        let result = self.execute_with(client, &mut statement, payload).await;
+        self.handle
+            .set_activity(self.database.as_deref(), Some(("Execute", &statement.sql)));
+        // Checked again: a reload may have narrowed the user's scope since it was prepared.
+        let result = match self.check_database_access(&statement.sql, &statement.lexed) {
+            Ok(()) => self.execute_with(client, &mut statement, payload).await,
+            Err(e) => Err(e),
+        };
+        self.handle.set_activity(self.database.as_deref(), None);
         self.statement_done(&statement.sql, &result, started);
         // Long data is consumed by the execution, whatever its outcome.
         statement.clear_long_data();

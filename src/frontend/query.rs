@@ -42,6 +42,8 @@ impl Session {
         for (i, range) in statements.into_iter().enumerate() {
             let started = std::time::Instant::now();
             let sql = &text[range];
+            self.handle
+                .set_activity(self.database.as_deref(), Some(("Query", sql)));
             let result = self.bounded_statement(client, sql, i < last).await;
             self.statement_done(sql, &result, started);
             if let Err(e) = result {
@@ -62,6 +64,7 @@ impl Session {
                 break;
             }
         }
+        self.handle.set_activity(self.database.as_deref(), None);
         Ok(())
     }
 
@@ -180,6 +183,10 @@ impl Session {
             }
             Command::ShowRouteStats => self.show_route_stats(client, more),
             Command::ShowTlsStatus { like } => self.show_tls_status(client, &like, more),
+            Command::ShowDatabases { filter } => {
+                self.show_databases(client, sql, filter, more).await
+            }
+            Command::ShowProcesslist { full } => self.show_processlist(client, full, more),
             Command::ExplainRoute { body } => {
                 self.explain_route(client, sql, body, None, more).await
             }
@@ -326,10 +333,9 @@ impl Session {
         self.ok(client, more)
     }
 
-    /// KILL of the client's own connection or query. Other ids are never forwarded to the
-    /// backends, where the same number names some other thread.
     /// KILL [CONNECTION | QUERY] id. The client's own connection closes (with MySQL's
-    /// error). Another session of the same user: its running statement is killed on the
+    /// error). Another session of the same user (of any user, for a user with
+    /// `process = true`; otherwise 1095): its running statement is killed on the
     /// backend thread that runs it (over a connection of its own), and for KILL CONNECTION
     /// the session closes. Ids are never forwarded to backends, where the same number names
     /// some other thread.
@@ -358,9 +364,9 @@ impl Session {
             return Err(ProxyError::ClientGone("killed by its own KILL".into()));
         }
         let target = self.proxy.sessions.get(target_id).ok_or_else(unknown)?;
-        if target.user != self.user {
+        if !self.scope().reaches_session_of(&target.user) {
             return Err(ProxyError::client(
-                1095,
+                crate::plan::scope::ER_KILL_DENIED_ERROR,
                 b"HY000",
                 format!("You are not owner of thread {target_id}"),
             ));

@@ -12,6 +12,7 @@ use crate::backend::{BackendConn, Diagnostic, vars::CHARSET_VARS};
 use crate::config::DatasourceId;
 use crate::error::ProxyError;
 use crate::execute::{Transaction, Wants};
+use crate::plan::scope::Scope;
 use crate::proxy::{Proxy, Runtime};
 use crate::rewrite::SessionValues;
 use crate::sql::charset::{Decoding, collation_names, decoding_for};
@@ -71,6 +72,8 @@ pub struct Session {
     /// The client connection's TLS parameters (`Ssl_cipher`, `Ssl_version`); `None` in
     /// clear text.
     pub(super) tls: Option<super::stream::TlsInfo>,
+    /// The databases its user may reach under `rt` (SPEC §8a).
+    scope: Arc<Scope>,
 }
 
 fn literal(s: &str) -> Vec<u8> {
@@ -101,10 +104,13 @@ impl Session {
         vars.insert("collation_connection".to_owned(), literal(&collation));
         vars.insert("autocommit".to_owned(), b"1".to_vec());
         vars.insert("last_insert_id".to_owned(), b"0".to_vec());
-        let handle = proxy.sessions.register(id, &user);
+        let handle = proxy.sessions.register(id, &user, &host);
+        let rt = proxy.runtime();
+        let scope = Arc::new(Scope::of(&rt.config, &user, &host));
         Self {
+            scope,
             decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
-            rt: proxy.runtime(),
+            rt,
             proxy,
             id,
             user,
@@ -292,6 +298,7 @@ impl Session {
         let current = self.proxy.runtime();
         self.txn.release_idle();
         if !self.txn.holds_any() && !self.txn.pinned() {
+            self.scope = Arc::new(Scope::of(&current.config, &self.user, &self.host));
             self.rt = current;
             return Ok(());
         }
@@ -341,56 +348,39 @@ impl Session {
         }];
     }
 
-    /// Refuses databases clients may not reach (the physical shard databases, the index
-    /// table's, `mysql`), named as `db.` qualifiers in a statement.
+    /// The databases this session's user may reach, under the configuration it works
+    /// under.
+    pub(super) fn scope(&self) -> Arc<Scope> {
+        self.scope.clone()
+    }
+
+    /// Refuses a statement naming a database outside the user's scope (1142, 1370, 1044;
+    /// [`crate::plan::scope::check_statement`]), before anything reaches a backend. A
+    /// current database a reload took out of the scope refuses every statement but `USE`
+    /// (1044): unqualified names would still reach it.
     pub(super) fn check_database_access(
         &self,
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
     ) -> Result<(), ProxyError> {
-        use crate::sql::lexer::TokenKind;
-        if self.rt.protected_databases.is_empty() {
-            return Ok(());
-        }
-        // Executable comments are transparent: `/*!order_shards*/.t` names the database too.
-        let tokens: Vec<&crate::sql::lexer::Token> = lexed
-            .tokens
-            .iter()
-            .filter(|t| {
-                !matches!(
-                    t.kind,
-                    TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-                )
-            })
-            .collect();
-        for w in tokens.windows(2) {
-            if w[1].is_punct(sql, ".")
-                && matches!(w[0].kind, TokenKind::Word | TokenKind::QuotedIdent)
-            {
-                let name = crate::sql::command::ident_text(sql, w[0], self.lex_mode);
-                self.check_database(&name)?;
+        if let Some(db) = self.database.as_deref() {
+            let is_use = lexed.tokens.first().is_some_and(|t| t.is_word(sql, "use"));
+            if !is_use {
+                self.scope.check_database(db)?;
             }
         }
-        Ok(())
+        crate::plan::scope::check_text(
+            &self.scope,
+            sql,
+            &lexed.tokens,
+            self.lex_mode,
+            self.database.as_deref(),
+        )
     }
 
-    /// Refuses a database clients may not reach.
+    /// Refuses a database outside the user's scope (1044): `USE`, COM_INIT_DB, the
+    /// handshake's database, `SHOW ... FROM db`.
     pub(super) fn check_database(&self, name: &str) -> Result<(), ProxyError> {
-        if self
-            .rt
-            .protected_databases
-            .iter()
-            .any(|p| p.eq_ignore_ascii_case(name))
-        {
-            return Err(ProxyError::client(
-                crate::error::ER_DBACCESS_DENIED_ERROR,
-                b"42000",
-                format!(
-                    "Access denied for user '{}'@'%' to database '{name}' (routekey-proxy keeps its shard and index databases to itself)",
-                    self.user
-                ),
-            ));
-        }
-        Ok(())
+        self.scope().check_database(name)
     }
 }

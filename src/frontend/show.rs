@@ -16,7 +16,7 @@ use crate::sql::command::ident_text;
 use crate::sql::lexer::Lexed;
 
 /// A VARCHAR column of `chars` characters in the client's result character set.
-fn varchar(name: &str, chars: u32, charset: (u16, u32)) -> ColumnSpec<'_> {
+pub(super) fn varchar(name: &str, chars: u32, charset: (u16, u32)) -> ColumnSpec<'_> {
     ColumnSpec {
         name,
         column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
@@ -28,7 +28,7 @@ fn varchar(name: &str, chars: u32, charset: (u16, u32)) -> ColumnSpec<'_> {
 }
 
 /// A BIGINT UNSIGNED NOT NULL column of `length` digits.
-fn unsigned_column(name: &str, length: u32) -> ColumnSpec<'_> {
+pub(super) fn unsigned_column(name: &str, length: u32) -> ColumnSpec<'_> {
     ColumnSpec {
         name,
         column_type: ColumnType::MYSQL_TYPE_LONGLONG,

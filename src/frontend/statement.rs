@@ -84,18 +84,23 @@ impl Session {
             None => (&[][..], sql, None),
         };
         let lexed = inner.as_ref().unwrap_or(lexed);
-        if prefix.is_empty() {
-            let in_is = self
-                .database
-                .as_deref()
-                .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
-            let refs = super::catalog::view_refs(sql, lexed, in_is);
+        let in_is = self
+            .database
+            .as_deref()
+            .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
+        let refs = super::catalog::view_refs(sql, lexed, in_is);
+        if !refs.is_empty() {
+            // The proxy answers these views itself; passed on, the backend would answer
+            // with what its account sees of the whole server (SPEC §8a).
             let cx = self.analyze_context();
-            if !refs.is_empty() && !token_mentions_sharded_table(sql, &lexed.tokens, cx) {
-                return self
-                    .catalog_statement(client, sql, lexed, &refs, more)
-                    .await;
+            if !prefix.is_empty() || token_mentions_sharded_table(sql, &lexed.tokens, cx) {
+                return Err(ProxyError::not_yet(
+                    "information_schema views the proxy answers (TABLES, COLUMNS, SCHEMATA, PROCESSLIST, ...) in statements on sharded tables or under SET STATEMENT",
+                ));
             }
+            return self
+                .catalog_statement(client, sql, lexed, &refs, more)
+                .await;
         }
         let statement = self.prepare_data(sql, lexed, prefix, &[]).await?;
         let plan = self.plan(&statement, false).await?;
@@ -152,6 +157,7 @@ impl Session {
         values.generated = &generated;
         let user = self.rt.config.user(&self.user);
         let session = self.session_values();
+        let scope = self.scope();
         let inputs = Inputs {
             text: s.text,
             analysis: &s.analysis,
@@ -164,6 +170,7 @@ impl Session {
                 writes: user.is_some_and(|u| u.scatter_writes == crate::config::Scatter::Allow),
             },
             now_ms: now_ms(),
+            scope: Some(&*scope),
         };
         let mut plan = match crate::plan::plan(&self.rt.router, &inputs).await {
             Ok(plan) => plan,
@@ -486,6 +493,7 @@ impl Session {
                     target,
                     session_fns: Vec::new(),
                     pins,
+                    qualified_tables: Vec::new(),
                 }))
             }
         }

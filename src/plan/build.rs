@@ -51,6 +51,17 @@ pub async fn plan<I: IndexTable>(router: &Router<I>, inputs: &Inputs<'_>) -> Res
         error,
         effects: Effects::default(),
     };
+    if let Some(scope) = inputs.scope {
+        let command = match inputs.analysis.verb {
+            Verb::Insert => "INSERT",
+            Verb::Update => "UPDATE",
+            Verb::Delete => "DELETE",
+            _ => "SELECT",
+        };
+        for (db, table) in &inputs.analysis.qualified_tables {
+            scope.check_table(command, db, table).map_err(refused)?;
+        }
+    }
     let sharded = match &inputs.analysis.target {
         Target::Unsharded => return Ok(unsharded(router.config(), inputs)),
         Target::Refused(r) => return Err(refused(refusal(r))),

@@ -12,6 +12,7 @@
 mod build;
 pub mod explain;
 mod scatter;
+pub mod scope;
 #[cfg(test)]
 mod tests;
 
@@ -213,4 +214,7 @@ pub struct Inputs<'a> {
     pub scatter: ScatterPolicy,
     /// The current Unix time in ms (decode window).
     pub now_ms: u64,
+    /// The databases the user may reach: a table the parser found named with another is
+    /// refused (1142) before anything else is planned. `None`: no check (tools, benches).
+    pub scope: Option<&'a scope::Scope>,
 }

@@ -123,6 +123,7 @@ async fn plan_with(
         binary: false,
         scatter,
         now_ms: NOW,
+        scope: None,
     };
     plan(r, &inputs).await.map_err(ProxyError::from)
 }

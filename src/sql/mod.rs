@@ -191,6 +191,10 @@ pub struct Analysis {
     /// The statement leaves state on its backend connection that the proxy cannot carry
     /// (temporary tables, named locks, user variables): the session keeps its connections.
     pub pins: bool,
+    /// `(database, table)` of every table the parser found named with a database
+    /// (`db.t`, `db.t.column`), for the planner's scope check (SPEC §8a); empty when the
+    /// statement was not parsed.
+    pub qualified_tables: Vec<(String, String)>,
 }
 
 /// Where a statement runs.

@@ -84,6 +84,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         created_at_column: raw.index.created_at_column.clone(),
         timeout: raw.index.timeout,
     };
+    user_databases(&c, &users, &sharding, &index)?;
     let issuance = issuance(&c, &raw, &channels, &layout)?;
     let admin = Admin {
         listen: raw.admin.listen.get_ref().parse().map_err(|_| {
@@ -233,6 +234,8 @@ fn user(c: &Checker, i: usize, u: &super::raw::RawUser) -> Result<User, ConfigEr
         require_tls: u.require_tls,
         scatter: u.scatter,
         scatter_writes: u.scatter_writes,
+        databases: u.databases.clone(),
+        process: u.process,
     })
 }
 
@@ -285,6 +288,46 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
         rsa_private_key_file: raw.server.rsa_private_key_file.as_ref().map(Into::into),
         worker_threads: raw.server.worker_threads,
     })
+}
+
+/// A user's `databases` may name neither the proxy's own databases (a shard database, the
+/// index table's, `mysql`: reaching them would bypass routing and the index) nor be empty;
+/// the logical database and `information_schema` are every user's already (SPEC §8a).
+fn user_databases(
+    c: &Checker,
+    users: &[User],
+    sharding: &crate::config::Sharding,
+    index: &IndexTable,
+) -> Result<(), ConfigError> {
+    for (i, u) in users.iter().enumerate() {
+        for db in &u.databases {
+            let why = if db.is_empty() {
+                Some("an empty name")
+            } else if sharding
+                .shards
+                .iter()
+                .any(|s| s.database.eq_ignore_ascii_case(db))
+            {
+                Some("a shard database (its tables are reached through the logical database)")
+            } else if index.database.eq_ignore_ascii_case(db) {
+                Some("the index table's database (the proxy keeps it consistent with the shards)")
+            } else if db.eq_ignore_ascii_case("mysql") {
+                Some("the `mysql` system database (the backend account's privileges live there)")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(c.err(
+                    None,
+                    format!(
+                        "users[{i}] ({}): databases: `{db}` is {why}; a user may be given other databases on the default datasource only",
+                        u.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn datasources(

@@ -65,6 +65,7 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
                     target: Target::Unsharded,
                     session_fns: Vec::new(),
                     pins: false,
+                    qualified_tables: Vec::new(),
                 },
                 cacheable: true,
             });
@@ -81,6 +82,7 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
     let pins = walk.pins || token_pins(sql, lexed) || statement_pins(statement);
     let verb = verb_of(statement);
     let session_fns = std::mem::take(&mut walk.session_fns);
+    let qualified_tables = walk.qualified_tables();
 
     let mut planner = Planner::new(cx, &pos, &walk);
     let mut target = planner.target(statement);
@@ -98,6 +100,7 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
             target,
             session_fns,
             pins,
+            qualified_tables,
         },
         cacheable,
     })

@@ -421,3 +421,26 @@ fn merges_that_read_literals_are_not_shared_between_statements_of_a_shape() {
         assert!(cacheable(sql), "{sql}");
     }
 }
+
+#[test]
+fn tables_named_with_a_database_are_reported_for_the_scope_check() {
+    let names = |sql: &str| analysis(sql).qualified_tables;
+    let pair = |d: &str, t: &str| (d.to_owned(), t.to_owned());
+    assert_eq!(
+        names("SELECT COUNT(*) FROM orders_ref.t_order"),
+        [pair("orders_ref", "t_order")]
+    );
+    assert_eq!(
+        names("SELECT o.order_id FROM t_order o JOIN `mysql`.`user` u ON o.a = u.b"),
+        [pair("mysql", "user")]
+    );
+    assert_eq!(
+        names("SELECT x.t.c FROM t_merchant WHERE 1"),
+        [pair("x", "t")]
+    );
+    assert_eq!(
+        names("INSERT INTO t_merchant SELECT * FROM (SELECT * FROM a.b) d"),
+        [pair("a", "b")]
+    );
+    assert!(names("SELECT o.order_id FROM t_order o WHERE o.order_id = 1").is_empty());
+}

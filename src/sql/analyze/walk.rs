@@ -143,6 +143,28 @@ impl Visitor for Walk<'_, '_> {
 }
 
 impl Walk<'_, '_> {
+    /// `(database, table)` of every relation named with a database, and of every
+    /// `db.t.column` reference.
+    pub(super) fn qualified_tables(&self) -> Vec<(String, String)> {
+        let relations = self.relations.iter().filter_map(|(name, _)| {
+            let parts: Vec<&Ident> = name.0.iter().filter_map(|p| p.as_ident()).collect();
+            match parts.as_slice() {
+                [.., db, table] => Some((db.value.clone(), table.value.clone())),
+                _ => None,
+            }
+        });
+        let columns = self
+            .qualifiers
+            .iter()
+            .filter_map(|parts| match parts.as_slice() {
+                [.., db, table, _] => Some((db.value.clone(), table.value.clone())),
+                _ => None,
+            });
+        let mut out: Vec<(String, String)> = relations.chain(columns).collect();
+        out.dedup();
+        out
+    }
+
     fn record_session_fn(&mut self, function: SessionFn, f: &sqlparser::ast::Function) {
         let Some(name) = f.name.0.first().and_then(|p| p.as_ident()) else {
             return;

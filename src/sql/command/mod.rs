@@ -90,6 +90,18 @@ pub enum Command {
         /// The `LIKE` pattern, unescaped.
         like: Vec<u8>,
     },
+    /// `SHOW DATABASES | SCHEMAS [LIKE 'pattern' | WHERE ...]`: the databases the user may
+    /// use (SPEC §8a), never the backend's list.
+    ShowDatabases {
+        /// Byte offset of the `LIKE` or `WHERE` clause, when there is one.
+        filter: Option<usize>,
+    },
+    /// `SHOW [FULL] PROCESSLIST`: the proxy's own sessions the user may see (SPEC §8a),
+    /// never the backend's threads.
+    ShowProcesslist {
+        /// `FULL`: statements not cut at 100 characters.
+        full: bool,
+    },
     /// `EXPLAIN ROUTE <statement>`: the plan of the statement, not run (SPEC §8).
     ExplainRoute {
         /// Byte offset where the explained statement starts: right after `ROUTE`, so
@@ -535,6 +547,36 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
             count: true,
         },
         ("routekey", "stats") if tokens.len() == 3 => Command::ShowRouteStats,
+        ("databases" | "schemas", _) => match tokens.get(2) {
+            None => Command::ShowDatabases { filter: None },
+            Some(t) if t.is_word(sql, "like") || t.is_word(sql, "where") => {
+                Command::ShowDatabases {
+                    filter: Some(t.range.start),
+                }
+            }
+            // Never the backend's list.
+            Some(_) => Command::Refused(
+                "SHOW DATABASES other than `SHOW DATABASES [LIKE 'pattern' | WHERE ...]`"
+                    .to_owned(),
+            ),
+        },
+        ("processlist", _) if tokens.len() == 2 => Command::ShowProcesslist { full: false },
+        ("full", "processlist") if tokens.len() == 3 => Command::ShowProcesslist { full: true },
+        ("processlist", _) | ("full", "processlist") => Command::Refused(
+            "SHOW PROCESSLIST with more words (use information_schema.PROCESSLIST)".to_owned(),
+        ),
+        // What the backend account sees of the whole server (other databases' routines
+        // and tables, other clients' statements, its own grants): never a client's.
+        (
+            "engine" | "grants" | "open" | "binlog" | "binary" | "relaylog" | "master" | "slave"
+            | "slaves" | "replica" | "replicas" | "all",
+            _,
+        )
+        | ("procedure" | "function" | "package", _)
+        | ("explain" | "analyze", "for")
+        | ("table_statistics" | "index_statistics" | "user_statistics" | "client_statistics", _) => {
+            Command::Administrative(format!("SHOW {}", w(1).to_ascii_uppercase()))
+        }
         ("routekey", "callers") if tokens.len() == 3 => Command::ShowCallers,
         ("routekey", "shards") if tokens.len() == 3 => Command::ShowRouteShards,
         ("routekey", "pools") if tokens.len() == 3 => Command::ShowRoutePools,
@@ -549,6 +591,10 @@ fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Comman
         }
         ("index" | "indexes" | "keys", "from" | "in") => table_info(sql, tokens, 3, true, true),
         ("create", "table") => table_info(sql, tokens, 3, false, true),
+        // The backend's accounts and their password hashes.
+        ("create", "user" | "role") => {
+            Command::Administrative(format!("SHOW CREATE {}", w(2).to_ascii_uppercase()))
+        }
         _ => Command::Statement,
     }
 }

@@ -266,3 +266,40 @@ fn show_status_of_ssl_variables_is_the_proxys_and_the_rest_the_backends() {
         assert_eq!(cmd(other), Command::Statement, "{other}");
     }
 }
+
+#[test]
+fn show_forms_of_the_users_scope_are_the_proxys_and_the_whole_servers_are_refused() {
+    assert_eq!(
+        cmd("SHOW DATABASES"),
+        Command::ShowDatabases { filter: None }
+    );
+    assert_eq!(
+        cmd("show schemas like 'o%'"),
+        Command::ShowDatabases { filter: Some(13) }
+    );
+    assert!(matches!(cmd("SHOW DATABASES junk"), Command::Refused(_)));
+    assert_eq!(
+        cmd("SHOW PROCESSLIST"),
+        Command::ShowProcesslist { full: false }
+    );
+    assert_eq!(
+        cmd("show full processlist"),
+        Command::ShowProcesslist { full: true }
+    );
+    for sql in [
+        "SHOW ENGINE INNODB STATUS",
+        "SHOW GRANTS",
+        "SHOW GRANTS FOR root",
+        "SHOW CREATE USER root",
+        "SHOW PROCEDURE STATUS",
+        "SHOW FUNCTION STATUS WHERE Db = 'x'",
+        "SHOW OPEN TABLES",
+        "SHOW EXPLAIN FOR 3",
+        "SHOW SLAVE STATUS",
+        "SHOW TABLE_STATISTICS",
+    ] {
+        assert!(matches!(cmd(sql), Command::Administrative(_)), "{sql}");
+    }
+    assert_eq!(cmd("SHOW ENGINES"), Command::Statement);
+    assert_eq!(cmd("SHOW VARIABLES LIKE 'x'"), Command::Statement);
+}

@@ -1,0 +1,555 @@
+//! Who may reach what (SPEC §8a): the databases one user's statements may name, and the
+//! check that refuses a statement naming any other, before anything reaches a backend.
+//!
+//! The proxy's backend account serves every client user, so this allow-list is the only
+//! thing between a client and whatever that account can reach. A user's scope is the
+//! logical database, the default datasource's database (where unsharded tables live; the
+//! logical database stands for it), `information_schema` and the databases its
+//! configuration names (`databases = [...]`). Refusals use MySQL's own codes: 1044
+//! (`ER_DBACCESS_DENIED_ERROR`) for a database as such (`USE`, COM_INIT_DB, the handshake,
+//! `SHOW ... FROM db`), 1142 (`ER_TABLEACCESS_DENIED_ERROR`) for a table named with a
+//! database outside the scope, 1370 (`ER_PROCACCESS_DENIED_ERROR`) for a routine.
+//!
+//! The statement check reads tokens only ([`check_statement`]), so it covers every
+//! statement kind alike, those the SQL parser cannot read included: each qualified name
+//! (`a.b`, `a.b.c`) is classified by where it stands. `a.b.c` is always database, table,
+//! column; `a.b(` a routine in database `a`; `a.b` where a table is expected (after `FROM`,
+//! `JOIN`, `INTO`, `UPDATE`, `TABLE`, `CALL`, ..., or after a comma in a table list) is
+//! database `a`, table `b`; anywhere else `a.b` is a column of table or alias `a`, which
+//! MySQL resolves among the statement's own tables (themselves checked where they stand).
+//! In DDL without a query every `a.b` is taken for a table (no alias is declared there).
+//! The text is read as the server may read it ([`check_text`]: a statement-level
+//! `sql_mode`, executable comments for any version), and the planner checks the tables
+//! the SQL parser found besides ([`crate::sql::Analysis::qualified_tables`]).
+
+use crate::config::Config;
+use crate::error::ProxyError;
+use crate::sql::command::ident_text;
+use crate::sql::lexer::{LexMode, Token, TokenKind};
+
+/// ER_TABLEACCESS_DENIED_ERROR: a table in a database outside the user's scope.
+pub const ER_TABLEACCESS_DENIED_ERROR: u16 = 1142;
+/// ER_PROCACCESS_DENIED_ERROR: a routine in a database outside the user's scope.
+pub const ER_PROCACCESS_DENIED_ERROR: u16 = 1370;
+/// ER_KILL_DENIED_ERROR: `KILL` of another user's session without `process = true`.
+pub const ER_KILL_DENIED_ERROR: u16 = 1095;
+
+/// The name every user may read; MySQL compares it without regard to case.
+pub const INFORMATION_SCHEMA: &str = "information_schema";
+
+/// The databases one user may reach, and who it is (for the messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// The user's name.
+    pub user: String,
+    /// The client's host, as the messages name it.
+    pub host: String,
+    /// The logical database (always first), the default datasource's database when it is
+    /// another name, then the user's `databases`, without duplicates. Compared exactly:
+    /// MariaDB database names are case-sensitive on Linux, so `ORDERS_REF` may be another
+    /// database than `orders_ref`.
+    databases: Vec<String>,
+    /// `process = true`: sees and may kill every session.
+    pub process: bool,
+}
+
+impl Scope {
+    /// The scope of user `user` (connected from `host`) under `config`. An unknown user
+    /// gets the logical database and `information_schema` only.
+    pub fn of(config: &Config, user: &str, host: &str) -> Self {
+        let mut databases = vec![config.sharding.logical_database.clone()];
+        let default = config.datasource(config.sharding.default_datasource);
+        let configured = config.user(user);
+        databases.extend(default.database.clone());
+        databases.extend(configured.iter().flat_map(|u| u.databases.iter().cloned()));
+        let mut unique: Vec<String> = Vec::with_capacity(databases.len());
+        for db in databases {
+            if !unique.contains(&db) && !db.eq_ignore_ascii_case(INFORMATION_SCHEMA) {
+                unique.push(db);
+            }
+        }
+        Self {
+            user: user.to_owned(),
+            host: host.to_owned(),
+            databases: unique,
+            process: configured.is_some_and(|u| u.process),
+        }
+    }
+
+    /// Whether statements may name database `db`.
+    pub fn allows(&self, db: &str) -> bool {
+        db.eq_ignore_ascii_case(INFORMATION_SCHEMA) || self.databases.iter().any(|d| d == db)
+    }
+
+    /// Every database a statement may name, `information_schema` included (what
+    /// `SHOW DATABASES` and `information_schema.SCHEMATA` list, of those the server has).
+    pub fn databases(&self) -> impl Iterator<Item = &str> {
+        self.databases
+            .iter()
+            .map(String::as_str)
+            .chain([INFORMATION_SCHEMA])
+    }
+
+    /// Refuses database `db` unless it is in the scope (1044).
+    ///
+    /// # Errors
+    /// ER_DBACCESS_DENIED_ERROR, as MySQL words it.
+    pub fn check_database(&self, db: &str) -> Result<(), ProxyError> {
+        if self.allows(db) {
+            return Ok(());
+        }
+        Err(ProxyError::client(
+            crate::error::ER_DBACCESS_DENIED_ERROR,
+            b"42000",
+            format!(
+                "Access denied for user '{}'@'{}' to database '{db}'",
+                self.user, self.host
+            ),
+        ))
+    }
+
+    /// Refuses table `db`.`table` unless `db` is in the scope (1142, with the statement's
+    /// command name as MySQL gives it: `SELECT`, `INSERT`, ...).
+    ///
+    /// # Errors
+    /// ER_TABLEACCESS_DENIED_ERROR.
+    pub fn check_table(&self, command: &str, db: &str, table: &str) -> Result<(), ProxyError> {
+        let readable = !db.eq_ignore_ascii_case(INFORMATION_SCHEMA)
+            || INFORMATION_SCHEMA_TABLES
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(table));
+        if self.allows(db) && readable {
+            return Ok(());
+        }
+        Err(ProxyError::client(
+            ER_TABLEACCESS_DENIED_ERROR,
+            b"42000",
+            format!(
+                "{command} command denied to user '{}'@'{}' for table {}.{}",
+                self.user,
+                self.host,
+                crate::sql::quote_ident(db),
+                crate::sql::quote_ident(table)
+            ),
+        ))
+    }
+
+    /// Refuses routine `db`.`name` unless `db` is in the scope (1370).
+    ///
+    /// # Errors
+    /// ER_PROCACCESS_DENIED_ERROR.
+    pub fn check_routine(&self, db: &str, name: &str) -> Result<(), ProxyError> {
+        if self.allows(db) {
+            return Ok(());
+        }
+        Err(ProxyError::client(
+            ER_PROCACCESS_DENIED_ERROR,
+            b"42000",
+            format!(
+                "execute command denied to user '{}'@'{}' for routine '{db}.{name}'",
+                self.user, self.host
+            ),
+        ))
+    }
+
+    /// Whether this user may see and `KILL` a session of user `owner`.
+    pub fn reaches_session_of(&self, owner: &str) -> bool {
+        self.process || owner == self.user
+    }
+}
+
+/// Words after which a qualified name is a table (or view, sequence, routine) reference.
+const TABLE_WORDS: [&str; 35] = [
+    "from",
+    "join",
+    "straight_join",
+    "into",
+    "insert",
+    "replace",
+    "update",
+    "table",
+    "tables",
+    "using",
+    "references",
+    "call",
+    "describe",
+    "desc",
+    "explain",
+    "handler",
+    "for",
+    "exists",
+    "view",
+    "to",
+    "as",
+    "rename",
+    "truncate",
+    "delete",
+    "ignore",
+    "low_priority",
+    "quick",
+    "delayed",
+    "sequence",
+    "trigger",
+    "procedure",
+    "function",
+    "event",
+    "package",
+    "body",
+];
+
+/// Words that start a table list: a comma after one of them separates tables.
+const TABLE_LIST_WORDS: [&str; 9] = [
+    "from", "join", "update", "into", "using", "table", "tables", "delete", "truncate",
+];
+
+/// Words that end a table list.
+const CLAUSE_WORDS: [&str; 15] = [
+    "where",
+    "set",
+    "group",
+    "order",
+    "having",
+    "limit",
+    "select",
+    "values",
+    "value",
+    "union",
+    "window",
+    "returning",
+    "except",
+    "intersect",
+    "procedure",
+];
+
+/// The `information_schema` tables a client may read: those the proxy answers itself
+/// (filtered to the user's scope, or its own sessions; `TRIGGERS` and `PARTITIONS` for
+/// mariadb-dump) and those that hold nothing of any
+/// database or client. The others (`ROUTINES`, `VIEWS`, `TRIGGERS`, `PARTITIONS`,
+/// `INNODB_TRX`, the privilege tables, ...) would show what the backend account sees of
+/// the whole server, so they are refused (1142).
+pub const INFORMATION_SCHEMA_TABLES: [&str; 21] = [
+    "tables",
+    "columns",
+    "statistics",
+    "key_column_usage",
+    "table_constraints",
+    "schemata",
+    "processlist",
+    "triggers",
+    "partitions",
+    "character_sets",
+    "collations",
+    "collation_character_set_applicability",
+    "engines",
+    "keywords",
+    "sql_functions",
+    "plugins",
+    "session_variables",
+    "session_status",
+    "global_variables",
+    "files",
+    "profiling",
+];
+
+/// Functions whose argument is a sequence (a table) in MariaDB.
+const SEQUENCE_FUNCTIONS: [&str; 3] = ["nextval", "lastval", "setval"];
+
+/// A statement's tokens as the check reads them.
+struct Reader<'a> {
+    sql: &'a [u8],
+    tokens: Vec<&'a Token>,
+    mode: LexMode,
+}
+
+impl<'a> Reader<'a> {
+    fn word(&self, i: usize, w: &str) -> bool {
+        self.tokens.get(i).is_some_and(|t| t.is_word(self.sql, w))
+    }
+
+    fn punct(&self, i: usize, p: &str) -> bool {
+        self.tokens.get(i).is_some_and(|t| t.is_punct(self.sql, p))
+    }
+
+    fn is_name(&self, i: usize) -> bool {
+        self.tokens
+            .get(i)
+            .is_some_and(|t| matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent))
+    }
+
+    fn name(&self, i: usize) -> String {
+        ident_text(self.sql, self.tokens[i], self.mode)
+    }
+
+    /// The qualified name starting at `i`: its parts (`*` for a wildcard) and the index
+    /// after it. A name followed by a number token that starts with `.` (`db.1t` lexed as
+    /// `db`, `.1`, `t`) counts as qualified too: the check cannot tell, so it assumes so.
+    fn chain(&self, i: usize) -> (Vec<String>, usize) {
+        let mut parts = vec![self.name(i)];
+        let mut j = i + 1;
+        while let Some(t) = self.tokens.get(j) {
+            if t.is_punct(self.sql, ".") {
+                if self.is_name(j + 1) {
+                    parts.push(self.name(j + 1));
+                    j += 2;
+                    continue;
+                }
+                if self.punct(j + 1, "*") {
+                    parts.push("*".to_owned());
+                    j += 2;
+                }
+                break;
+            }
+            if t.kind == TokenKind::Number && t.bytes(self.sql).starts_with(b".") {
+                parts.push(String::from_utf8_lossy(&t.bytes(self.sql)[1..]).into_owned());
+                j += 1;
+                continue;
+            }
+            break;
+        }
+        (parts, j)
+    }
+}
+
+impl Reader<'_> {
+    /// Whether an unqualified name at `i` is a table a query reads: after `FROM`, `JOIN`,
+    /// or a comma or parenthesis of a table list, in a statement other than `SHOW`
+    /// (`DUAL` is no table).
+    fn reads_table(&self, i: usize, in_list: bool) -> bool {
+        let Some(before) = i.checked_sub(1) else {
+            return false;
+        };
+        self.is_name(i)
+            && !self.word(i, "dual")
+            && !self.word(0, "show")
+            && (["from", "join", "straight_join"]
+                .iter()
+                .any(|w| self.word(before, w))
+                || ((self.punct(before, ",") || self.punct(before, "(")) && in_list))
+    }
+
+    /// Whether a name at `i` stands where a table is expected: after a word of
+    /// [`TABLE_WORDS`], after a comma or parenthesis inside a table list (`in_list`),
+    /// after `IN` in `SHOW`, after `ON`/`LIKE` in DDL, or as a sequence function's argument.
+    fn table_position(&self, i: usize, in_list: bool, ddl: bool) -> bool {
+        let Some(before) = i.checked_sub(1) else {
+            return false;
+        };
+        let word = |w: &str| self.word(before, w);
+        let clause_update = word("update")
+            && (self.word(before.wrapping_sub(1), "key")
+                || self.word(before.wrapping_sub(1), "for"));
+        (TABLE_WORDS.iter().any(|w| word(w)) && !clause_update)
+            || ((self.punct(before, ",") || self.punct(before, "(")) && in_list)
+            || (self.word(0, "show") && word("in"))
+            || (ddl && (word("on") || word("like")))
+            || (self.punct(before, "(")
+                && before > 0
+                && SEQUENCE_FUNCTIONS.iter().any(|f| self.word(before - 1, f)))
+    }
+}
+
+/// The command name MySQL gives in 1142 for a statement starting with `first`.
+fn command_name(r: &Reader<'_>) -> String {
+    let first = (0..r.tokens.len().min(8))
+        .find(|&i| r.tokens[i].kind == TokenKind::Word && !r.word(i, "with"))
+        .map(|i| r.name(i).to_ascii_uppercase());
+    match first.as_deref() {
+        Some("INSERT" | "REPLACE") => "INSERT".to_owned(),
+        Some("UPDATE") => "UPDATE".to_owned(),
+        Some("DELETE") => "DELETE".to_owned(),
+        Some(
+            w
+            @ ("CREATE" | "DROP" | "ALTER" | "TRUNCATE" | "LOCK" | "INDEX" | "RENAME" | "HANDLER"),
+        ) => w.to_owned(),
+        _ => "SELECT".to_owned(),
+    }
+}
+
+/// Refuses a statement that names a database outside `scope` (see the module
+/// documentation for how names are read). `tokens` are the statement's, from the lexer;
+/// executable comments count as the server runs them. `current` is the session's current
+/// database.
+///
+/// # Errors
+/// 1142 for a table, 1370 for a routine, 1044 for a database named as such (`SHOW ...
+/// FROM db`, `SHOW CREATE DATABASE db`).
+pub fn check_statement(
+    scope: &Scope,
+    sql: &[u8],
+    tokens: &[Token],
+    mode: LexMode,
+    current: Option<&str>,
+) -> Result<(), ProxyError> {
+    let in_information_schema = current.is_some_and(|d| d.eq_ignore_ascii_case(INFORMATION_SCHEMA));
+    let r = Reader {
+        sql,
+        mode,
+        tokens: tokens
+            .iter()
+            .filter(|t| {
+                !matches!(
+                    t.kind,
+                    TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+                )
+            })
+            .collect(),
+    };
+    if r.word(0, "show") {
+        check_show(scope, &r)?;
+    }
+    let command = command_name(&r);
+    let starts_ddl = r.word(0, "create") || r.word(0, "drop") || r.word(0, "alter");
+    // DDL without a query names tables wherever it names `a.b` (`UNION = (db.t)` of a MERGE
+    // table, `CHECK (...)`): no alias is declared there to qualify a column.
+    let ddl_names = starts_ddl && !r.tokens.iter().any(|t| t.is_word(sql, "select"));
+    // One entry per parenthesis depth: whether a table list is open there.
+    let mut lists = vec![false];
+    let mut i = 0;
+    while i < r.tokens.len() {
+        let t = r.tokens[i];
+        if t.is_punct(sql, "(") {
+            // A parenthesis where a table is expected groups tables (`FROM (a, b)`); a
+            // derived table's SELECT closes the list again.
+            let after = |w: &str| i > 0 && r.word(i - 1, w);
+            let grouping = *lists.last().expect("never empty")
+                && (["from", "join", "straight_join"].iter().any(|w| after(w))
+                    || (i > 0 && (r.punct(i - 1, ",") || r.punct(i - 1, "("))))
+                || (i > 1 && r.punct(i - 1, "=") && r.word(i - 2, "union"));
+            lists.push(grouping);
+        } else if t.is_punct(sql, ")") {
+            if lists.len() > 1 {
+                lists.pop();
+            }
+        } else if t.kind == TokenKind::Word {
+            let is = |words: &[&str]| words.iter().any(|w| t.is_word(sql, w));
+            // `ON DUPLICATE KEY UPDATE a = 1, b = 2` and `FOR UPDATE` are no table list.
+            let clause_update = t.is_word(sql, "update")
+                && (r.word(i.wrapping_sub(1), "key") || r.word(i.wrapping_sub(1), "for"));
+            let top = lists.last_mut().expect("never empty");
+            if clause_update {
+                *top = false;
+            } else if is(&TABLE_LIST_WORDS) {
+                *top = true;
+            } else if is(&CLAUSE_WORDS) {
+                *top = false;
+            }
+        }
+        let qualified = r.is_name(i)
+            && r.tokens.get(i + 1).is_some_and(|n| {
+                n.is_punct(sql, ".")
+                    || (n.kind == TokenKind::Number && n.bytes(sql).starts_with(b"."))
+            });
+        let table_position =
+            r.table_position(i, *lists.last().expect("never empty"), starts_ddl) || ddl_names;
+        if !qualified {
+            if in_information_schema && r.reads_table(i, *lists.last().expect("never empty")) {
+                scope.check_table(&command, INFORMATION_SCHEMA, &r.name(i))?;
+            }
+            i += 1;
+            continue;
+        }
+        let (parts, next) = r.chain(i);
+        match parts.as_slice() {
+            [db, table, _, ..] => scope.check_table(&command, db, table)?,
+            [db, routine] if r.punct(next, "(") && (!table_position || r.word(i - 1, "call")) => {
+                scope.check_routine(db, routine)?
+            }
+            [db, table] if table_position => scope.check_table(&command, db, table)?,
+            _ => {}
+        }
+        i = next;
+    }
+    Ok(())
+}
+
+/// [`check_statement`] under every reading the server may give the text: the session's
+/// lexing, and, when the text could make the server read it otherwise, those too. A
+/// statement that changes `sql_mode` for itself (`SET STATEMENT sql_mode = 'ANSI_QUOTES'
+/// FOR ...`) may turn `"db"` into an identifier or end a string at `\'`; a versioned
+/// executable comment the proxy takes for a comment may run on a newer server. Each
+/// reading must pass.
+///
+/// # Errors
+/// As [`check_statement`].
+pub fn check_text(
+    scope: &Scope,
+    sql: &[u8],
+    tokens: &[Token],
+    mode: LexMode,
+    current: Option<&str>,
+) -> Result<(), ProxyError> {
+    check_statement(scope, sql, tokens, mode, current)?;
+    for other in other_readings(sql, mode) {
+        let lexed = crate::sql::lexer::lex(sql, other);
+        check_statement(scope, sql, &lexed.tokens, other, current)?;
+    }
+    Ok(())
+}
+
+/// The lexings besides `mode` the server might apply to `sql` (see [`check_text`]).
+fn other_readings(sql: &[u8], mode: LexMode) -> Vec<LexMode> {
+    let has = |needle: &[u8]| {
+        sql.windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
+    };
+    let mut base = mode;
+    if has(b"/*!") || has(b"/*m!") {
+        base.server_version = u32::MAX;
+    }
+    let mut out = Vec::new();
+    if has(b"sql_mode") {
+        for ansi_quotes in [false, true] {
+            for no_backslash_escapes in [false, true] {
+                out.push(LexMode {
+                    ansi_quotes,
+                    no_backslash_escapes,
+                    ..base
+                });
+            }
+        }
+    } else {
+        out.push(base);
+    }
+    out.retain(|m| *m != mode);
+    out
+}
+
+/// `SHOW ... FROM db` / `IN db` and `SHOW CREATE DATABASE db`: the database as such (1044).
+/// In `SHOW COLUMNS|FIELDS|INDEX|INDEXES|KEYS FROM t [FROM db]` the first `FROM` names a
+/// table.
+fn check_show(scope: &Scope, r: &Reader<'_>) -> Result<(), ProxyError> {
+    let words: Vec<String> = (1..r.tokens.len().min(4))
+        .filter(|&i| r.tokens[i].kind == TokenKind::Word)
+        .map(|i| r.name(i).to_ascii_lowercase())
+        .collect();
+    let has = |w: &str| words.iter().any(|x| x == w);
+    if r.word(1, "create") && (r.word(2, "database") || r.word(2, "schema")) {
+        let mut i = 3;
+        while r.word(i, "if") || r.word(i, "not") || r.word(i, "exists") {
+            i += 1;
+        }
+        if r.is_name(i) {
+            scope.check_database(&r.name(i))?;
+        }
+        return Ok(());
+    }
+    let mut table_first = ["columns", "fields", "index", "indexes", "keys"]
+        .iter()
+        .any(|w| has(w));
+    for i in 1..r.tokens.len() {
+        if !(r.word(i, "from") || r.word(i, "in")) {
+            continue;
+        }
+        if table_first {
+            table_first = false;
+            continue;
+        }
+        if r.is_name(i + 1) && !r.punct(i + 2, ".") {
+            scope.check_database(&r.name(i + 1))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,191 @@
+//! The scope check on statement text: what it refuses, with which code, and what it lets pass.
+
+use super::*;
+use crate::sql::lexer::lex;
+
+fn scope() -> Scope {
+    Scope {
+        user: "app".into(),
+        host: "127.0.0.1".into(),
+        databases: vec!["orders".into(), "reports".into()],
+        process: false,
+    }
+}
+
+fn check(sql: &str) -> Result<(), (u16, String)> {
+    let lexed = lex(sql.as_bytes(), LexMode::default());
+    check_statement(
+        &scope(),
+        sql.as_bytes(),
+        &lexed.tokens,
+        LexMode::default(),
+        None,
+    )
+    .map_err(|e| {
+        let (code, _, message) = e.to_packet_parts();
+        (code, String::from_utf8_lossy(&message).into_owned())
+    })
+}
+
+fn refused(sql: &str) -> u16 {
+    match check(sql) {
+        Err((code, _)) => code,
+        Ok(()) => panic!("not refused: {sql}"),
+    }
+}
+
+#[test]
+fn names_inside_the_scope_pass() {
+    for sql in [
+        "SELECT o.order_id, o.amount FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id WHERE o.status = 1",
+        "SELECT * FROM orders.t_order, reports.daily WHERE daily.d = t_order.d",
+        "SELECT COUNT(*) FROM information_schema.TABLES t WHERE t.table_schema = 'x'",
+        "UPDATE t_order o SET o.status = 2 WHERE o.order_id = 5",
+        "SELECT t.* FROM t_order t",
+        "SELECT `reports`.`daily`.`d` FROM reports.daily",
+        "SELECT 1.5, .5, 1e3, @@session.sql_mode, @x",
+        "SHOW COLUMNS FROM t_order FROM orders",
+        "SHOW TABLES FROM reports",
+        "SELECT * FROM (SELECT a.x FROM t a) d, t_order o WHERE d.x = o.y",
+        "INSERT INTO reports.daily SELECT o.d FROM t_order o",
+        "INSERT INTO t_order (order_id) VALUES (1) ON DUPLICATE KEY UPDATE t_order.x = 1, t_order.y = 2",
+        "SELECT * FROM t_order o FORCE INDEX (a, b) WHERE o.x IN (o.y, o.z)",
+        "SELECT o.x FROM t_order o FOR UPDATE",
+    ] {
+        assert_eq!(check(sql), Ok(()), "{sql}");
+    }
+}
+
+#[test]
+fn tables_outside_the_scope_are_refused_wherever_they_stand() {
+    for sql in [
+        "SELECT * FROM orders_ref.t_order",
+        "select * from `orders_ref`.`t_order`",
+        "SELECT * FROM t_order o JOIN orders_ref.t_order r ON o.order_id = r.order_id",
+        "SELECT * FROM t_order WHERE order_id IN (SELECT order_id FROM orders_ref.t_order)",
+        "SELECT * FROM (SELECT * FROM mysql.user) d",
+        "WITH c AS (SELECT * FROM order_meta.t_order_index) SELECT * FROM c",
+        "SELECT * FROM t_order AS orders_ref, orders_ref.t_order",
+        "SELECT * FROM (SELECT 1) d, orders_ref.t_order",
+        "INSERT INTO t_order SELECT * FROM orders_ref.t_order",
+        "INSERT INTO orders_ref.t_order VALUES (1)",
+        "UPDATE t_order o, orders_ref.t_order r SET o.x = r.x",
+        "DELETE r FROM orders_ref.t_order r",
+        "DELETE FROM orders_ref.t_order",
+        "SELECT orders_ref.t_order.order_id FROM t_order",
+        "SELECT /*!40001 * FROM orders_ref.t_order */",
+        "CREATE TABLE x LIKE orders_ref.t_order",
+        "DROP TABLE IF EXISTS orders_ref.t_order",
+        "RENAME TABLE a TO orders_ref.a",
+        "TRUNCATE orders_ref.t_order",
+        "LOCK TABLES t_order READ, orders_ref.t_order WRITE",
+        "SELECT NEXTVAL(orders_ref.s)",
+        "SELECT NEXT VALUE FOR orders_ref.s",
+        "SELECT * FROM t_order LOCK IN SHARE MODE UNION SELECT * FROM orders_ref.x",
+        "SHOW COLUMNS FROM orders_ref.t_order",
+        "DESCRIBE orders_ref.t_order",
+        "SELECT * FROM orders_ref . t_order",
+        "SELECT * FROM information_schema.ROUTINES",
+        "SELECT * FROM t_order a JOIN t_order_item b ON a.order_id = b.order_id, orders_ref.t_order c",
+        "SELECT * FROM (t_order o, orders_ref.t_order r)",
+        "SELECT * FROM t_order o FORCE INDEX (a), orders_ref.t_order",
+        "SELECT * FROM t_order o JOIN (orders_ref.t_order r) ON o.a = r.a",
+        "INSERT orders_ref.t_order VALUES (1)",
+        "REPLACE LOW_PRIORITY orders_ref.t_order VALUES (1)",
+        "ALTER TABLE t RENAME AS orders_ref.t",
+        "ALTER TABLE t RENAME orders_ref.t",
+        "SHOW CREATE PROCEDURE orders_ref.p",
+        "SHOW INDEX IN orders_ref.t",
+        "CREATE TABLE t (a INT REFERENCES orders_ref.p (a))",
+        "CREATE TABLE m (a INT) ENGINE=MERGE UNION=(orders_ref.t_order)",
+        "ALTER TABLE m UNION = (t_merchant, orders_ref.t_order)",
+    ] {
+        assert_eq!(refused(sql), 1142, "{sql}");
+    }
+    assert_eq!(
+        check("SELECT * FROM orders_ref.t_order").unwrap_err().1,
+        "SELECT command denied to user 'app'@'127.0.0.1' for table `orders_ref`.`t_order`"
+    );
+    assert!(
+        check("INSERT INTO orders_ref.t VALUES (1)")
+            .unwrap_err()
+            .1
+            .starts_with("INSERT command denied")
+    );
+}
+
+#[test]
+fn routines_and_databases_outside_the_scope_are_refused() {
+    assert_eq!(refused("SELECT orders_ref.f(1)"), 1370);
+    assert_eq!(refused("CALL orders_ref.p()"), 1370);
+    assert_eq!(refused("CALL orders_ref.p"), 1142);
+    assert_eq!(refused("SHOW TABLES FROM orders_ref"), 1044);
+    assert_eq!(refused("SHOW TRIGGERS IN mysql"), 1044);
+    assert_eq!(refused("SHOW COLUMNS FROM t IN orders_ref"), 1044);
+    assert_eq!(refused("SHOW CREATE DATABASE orders_ref"), 1044);
+    assert_eq!(refused("SHOW TABLE STATUS FROM `mysql`"), 1044);
+}
+
+#[test]
+fn information_schema_tables_are_checked_unqualified_too() {
+    let check_in = |sql: &str| {
+        let lexed = lex(sql.as_bytes(), LexMode::default());
+        let is = Some(INFORMATION_SCHEMA);
+        check_statement(
+            &scope(),
+            sql.as_bytes(),
+            &lexed.tokens,
+            LexMode::default(),
+            is,
+        )
+        .map_err(|e| e.to_packet_parts().0)
+    };
+    for sql in [
+        "SELECT * FROM ROUTINES",
+        "SELECT * FROM TABLES t JOIN `VIEWS` v ON t.a = v.b",
+        "SELECT * FROM TABLES, INNODB_TRX",
+    ] {
+        assert_eq!(check_in(sql), Err(1142), "{sql}");
+    }
+    for sql in [
+        "SHOW TABLES LIKE 'PROC%'",
+        "SELECT * FROM TABLES WHERE TABLE_SCHEMA = 'orders'",
+        "EXPLAIN SELECT * FROM COLUMNS",
+        "SELECT 1 FROM DUAL",
+        "SELECT * FROM TABLES FOR UPDATE",
+    ] {
+        assert_eq!(check_in(sql), Ok(()), "{sql}");
+    }
+}
+
+#[test]
+fn every_reading_the_server_may_give_is_checked() {
+    let check_text = |sql: &str, mode: LexMode| {
+        let lexed = lex(sql.as_bytes(), mode);
+        super::check_text(&scope(), sql.as_bytes(), &lexed.tokens, mode, None)
+            .map_err(|e| e.to_packet_parts().0)
+    };
+    let plain = LexMode::default();
+    for sql in [
+        r#"SET STATEMENT sql_mode = 'ANSI_QUOTES' FOR SELECT * FROM "orders_ref"."t_order""#,
+        r"SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT 'x' FROM orders_ref.t_order -- '",
+        "SELECT 1 /*M!999999 FROM orders_ref.t_order */",
+    ] {
+        assert_eq!(check_text(sql, plain), Err(1142), "{sql}");
+    }
+    assert_eq!(
+        check_text(r#"SELECT "orders_ref.t_order" FROM t_order"#, plain),
+        Ok(())
+    );
+}
+
+#[test]
+fn names_compare_exactly_but_information_schema_in_any_case() {
+    let s = scope();
+    assert!(s.allows("orders") && s.allows("INFORMATION_SCHEMA"));
+    assert!(!s.allows("ORDERS") && !s.allows("orders_ref"));
+    assert_eq!(
+        s.check_database("mysql").unwrap_err().to_packet_parts().0,
+        1044
+    );
+}

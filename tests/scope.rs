@@ -1,0 +1,387 @@
+//! Who may reach what (SPEC §8a), end to end through mysql_async: a user reaches the
+//! logical database, `information_schema` and its `databases`, nothing else, with MySQL's
+//! codes (1044 for a database as such, 1142 for a table, 1095 for another user's session);
+//! `SHOW DATABASES` and `SCHEMATA` list exactly that; `SHOW PROCESSLIST` and
+//! `information_schema.PROCESSLIST` list the proxy's own sessions, which `KILL` accepts.
+
+mod common;
+
+use common::*;
+use mysql_async::prelude::*;
+use mysql_async::{Conn, OptsBuilder};
+
+/// The demo configuration plus `granted` (may use `orders_ref`) and `ops`
+/// (`process = true`), both with password `app`.
+fn scoped_config() -> routekey_proxy::config::Config {
+    let mut config = config();
+    let mut granted = config.users[0].clone();
+    granted.name = "granted".to_owned();
+    granted.databases = vec!["orders_ref".to_owned()];
+    let mut ops = config.users[0].clone();
+    ops.name = "ops".to_owned();
+    ops.process = true;
+    config.users.push(granted);
+    config.users.push(ops);
+    config
+}
+
+async fn connect(h: &Harness, user: &str, db: Option<&str>) -> Result<Conn, mysql_async::Error> {
+    let opts = OptsBuilder::from_opts(h.opts())
+        .user(Some(user))
+        .db_name(db)
+        .client_found_rows(false);
+    Conn::new(opts).await
+}
+
+/// (code, message) of a statement that must fail.
+async fn refusal(c: &mut Conn, sql: &str) -> (u16, String) {
+    let (code, state, message) = match c.query_drop(sql).await {
+        Err(mysql_async::Error::Server(e)) => (e.code, e.state, e.message),
+        other => panic!("{sql}\n  expected a MySQL error, got {other:?}"),
+    };
+    assert_eq!(state, "42000", "{sql}: {message}");
+    (code, message)
+}
+
+async fn strings(c: &mut Conn, sql: &str) -> Vec<String> {
+    c.query::<String, _>(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+#[tokio::test]
+async fn tables_outside_the_scope_are_refused_in_every_statement_form() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut c = h.client().await;
+    let (code, message) = refusal(&mut c, "SELECT COUNT(*) FROM orders_ref.t_order").await;
+    assert_eq!(code, 1142);
+    assert_eq!(
+        message,
+        "SELECT command denied to user 'app'@'127.0.0.1' for table `orders_ref`.`t_order`"
+    );
+    let id = seed().channels["EU_CHANNEL"].new_format_ids[0];
+    for sql in [
+        format!(
+            "SELECT * FROM t_order o JOIN orders_ref.t_order r ON o.order_id = r.order_id WHERE o.order_id = {id}"
+        ),
+        format!(
+            "SELECT * FROM t_order WHERE order_id IN (SELECT order_id FROM orders_ref.t_order) AND order_id = {id}"
+        ),
+        "SELECT * FROM (SELECT * FROM order_meta.t_order_index) AS d".to_owned(),
+        "WITH c AS (SELECT * FROM mysql.user) SELECT COUNT(*) FROM c".to_owned(),
+        "SELECT * FROM t_merchant m, orders_ref.t_order r WHERE m.merchant_id = r.order_id"
+            .to_owned(),
+        "SELECT orders_ref.t_order.order_id FROM t_merchant".to_owned(),
+        "SELECT /*!40001 COUNT(*) FROM orders_ref.t_order */".to_owned(),
+        // The SQL parser cannot read this one; the lexer still finds the name.
+        "SELECT * FROM orders_ref.t_order LOCK IN SHARE MODE".to_owned(),
+        "DESCRIBE orders_ref.t_order".to_owned(),
+        "SHOW CREATE TABLE orders_ref.t_order".to_owned(),
+        "SELECT * FROM information_schema.ROUTINES".to_owned(),
+    ] {
+        assert_eq!(refusal(&mut c, &sql).await.0, 1142, "{sql}");
+    }
+    for (sql, command) in [
+        (
+            "INSERT INTO t_merchant SELECT * FROM orders_ref.t_merchant",
+            "INSERT",
+        ),
+        (
+            "INSERT INTO orders_ref.t_order (order_id) VALUES (1)",
+            "INSERT",
+        ),
+        (
+            "UPDATE t_merchant m, orders_ref.t_order r SET m.name = r.note",
+            "UPDATE",
+        ),
+        (
+            "DELETE r FROM orders_ref.t_order r WHERE r.order_id = 1",
+            "DELETE",
+        ),
+        (
+            "DELETE FROM order_meta.t_order_index WHERE order_id = 1",
+            "DELETE",
+        ),
+    ] {
+        let (code, message) = refusal(&mut c, sql).await;
+        assert_eq!(code, 1142, "{sql}");
+        assert!(
+            message.starts_with(&format!("{command} command denied")),
+            "{sql}: {message}"
+        );
+    }
+    assert_eq!(refusal(&mut c, "SELECT orders_ref.f(1)").await.0, 1370);
+    // Stacked statements: the first runs, the second is refused.
+    let (code, _, _) = server_error(
+        c.query_drop("SELECT 1; SELECT COUNT(*) FROM orders_ref.t_order")
+            .await,
+    );
+    assert_eq!(code, 1142);
+    // Prepared statements and EXPLAIN ROUTE refuse the same way.
+    let (code, _, _) = server_error(
+        c.prep("SELECT * FROM orders_ref.t_order WHERE order_id = ?")
+            .await,
+    );
+    assert_eq!(code, 1142);
+    let sql = format!("EXPLAIN ROUTE SELECT * FROM orders_ref.t_order WHERE order_id = {id}");
+    assert_eq!(refusal(&mut c, &sql).await.0, 1142);
+    // Inside the scope: the logical database, qualified or not, and information_schema.
+    let n: Option<u64> = c
+        .query_first("SELECT COUNT(*) FROM orders.t_merchant m WHERE m.merchant_id > 0")
+        .await
+        .unwrap();
+    assert_eq!(n, Some(20));
+    let sql = format!(
+        "SELECT o.order_id FROM orders.t_order o JOIN t_order_item i ON o.order_id = i.order_id WHERE o.order_id = {id} LIMIT 1"
+    );
+    assert_eq!(rows(&mut c, &sql).await.len(), 1);
+    let stmt = c
+        .prep("SELECT COUNT(*) FROM t_order WHERE order_id = ?")
+        .await
+        .unwrap();
+    let n: Option<u64> = c.exec_first(&stmt, (id,)).await.unwrap();
+    assert_eq!(n, Some(1));
+    // The catalog never shows another database's tables.
+    let n: Option<u64> = c
+        .query_first("SELECT COUNT(*) FROM information_schema.TABLES WHERE table_schema IN ('orders_ref', 'order_meta', 'mysql', 'order_shards')")
+        .await
+        .unwrap();
+    assert_eq!(n, Some(0));
+    assert_usable(&mut c).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn databases_outside_the_scope_are_refused_with_1044() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut c = h.client().await;
+    let (code, message) = refusal(&mut c, "USE orders_ref").await;
+    assert_eq!(code, 1044);
+    assert_eq!(
+        message,
+        "Access denied for user 'app'@'127.0.0.1' to database 'orders_ref'"
+    );
+    for sql in [
+        "USE mysql",
+        "USE order_shards",
+        "SHOW TABLES FROM orders_ref",
+        "SHOW TABLE STATUS FROM mysql",
+        "SHOW COLUMNS FROM t_order FROM orders_ref",
+        "SHOW TRIGGERS FROM orders_ref",
+        "SHOW CREATE DATABASE order_meta",
+    ] {
+        assert_eq!(refusal(&mut c, sql).await.0, 1044, "{sql}");
+    }
+    // Database names compare exactly (MariaDB's are case-sensitive on Linux).
+    assert_eq!(refusal(&mut c, "USE ORDERS_REF").await.0, 1044);
+    let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
+    assert_eq!(db.as_deref(), Some("orders"));
+    // COM_INIT_DB and the handshake's database.
+    let mut raw = RawClient::connect(h.addr).await;
+    raw.send(2, b"orders_ref").await;
+    assert!(
+        matches!(raw.reply().await, RawReply::Err(1044, _)),
+        "COM_INIT_DB"
+    );
+    raw.send(2, b"information_schema").await;
+    assert!(matches!(raw.reply().await, RawReply::Ok(_)));
+    let e = connect(&h, "app", Some("orders_ref")).await.map(|_| ());
+    assert_eq!(server_code(e), 1044);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_granted_database_is_reachable_and_listed() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
+    let mut r = reference().await;
+    let want: Option<u64> = r.query_first("SELECT COUNT(*) FROM t_order").await.unwrap();
+    let n: Option<u64> = g
+        .query_first("SELECT COUNT(*) FROM orders_ref.t_order")
+        .await
+        .unwrap();
+    assert_eq!(n, want);
+    exec(&mut g, "USE orders_ref").await;
+    let n: Option<u64> = g.query_first("SELECT COUNT(*) FROM t_order").await.unwrap();
+    assert_eq!(n, want);
+    // Still nothing of the proxy's own databases.
+    assert_eq!(
+        refusal(&mut g, "SELECT * FROM order_meta.t_order_index")
+            .await
+            .0,
+        1142
+    );
+    assert_eq!(
+        strings(&mut g, "SHOW DATABASES").await,
+        ["information_schema", "orders", "orders_ref"]
+    );
+    let n: Option<u64> = g
+        .query_first("SELECT COUNT(*) FROM information_schema.TABLES WHERE table_schema = 'orders_ref' AND table_name = 't_order'")
+        .await
+        .unwrap();
+    assert_eq!(n, Some(1));
+    let mut c = h.client().await;
+    assert_eq!(
+        strings(&mut c, "SHOW DATABASES").await,
+        ["information_schema", "orders"]
+    );
+    assert_eq!(
+        strings(&mut c, "SHOW SCHEMAS LIKE 'ord%'").await,
+        ["orders"]
+    );
+    assert_eq!(
+        strings(&mut c, "SHOW DATABASES WHERE `Database` <> 'orders'").await,
+        ["information_schema"]
+    );
+    assert_eq!(
+        strings(
+            &mut c,
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME"
+        )
+        .await,
+        ["information_schema", "orders"]
+    );
+    h.stop().await;
+}
+
+/// ID, USER, DB, COMMAND, INFO of `information_schema.PROCESSLIST`.
+type ProcessRow = (u32, String, Option<String>, String, Option<String>);
+
+/// The ids `SHOW PROCESSLIST` lists.
+async fn process_ids(c: &mut Conn, sql: &str) -> Vec<u32> {
+    let rows: Vec<mysql_async::Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.into_iter()
+        .map(|r| r.get::<u32, _>(0).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn processlist_shows_the_users_own_sessions_and_kill_takes_their_ids() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut a = h.client().await;
+    let mut b = h.client().await;
+    let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
+    let a_id = a.id();
+    let b_id = b.id();
+    let g_id = g.id();
+    let mut own = vec![a_id, b_id];
+    own.sort();
+    assert_eq!(process_ids(&mut a, "SHOW PROCESSLIST").await, own);
+    assert_eq!(process_ids(&mut a, "SHOW FULL PROCESSLIST").await, own);
+    assert_eq!(
+        process_ids(
+            &mut a,
+            "SELECT ID FROM information_schema.PROCESSLIST ORDER BY ID"
+        )
+        .await,
+        own
+    );
+    // Its own row: the proxy's user, database and statement, never the backend account.
+    let row: Option<ProcessRow> = a
+        .query_first(format!(
+            "SELECT ID, USER, DB, COMMAND, INFO FROM information_schema.PROCESSLIST WHERE ID = {a_id}"
+        ))
+        .await
+        .unwrap();
+    let (id, user, db, command, info) = row.unwrap();
+    assert_eq!(
+        (id, user.as_str(), db.as_deref()),
+        (a_id, "app", Some("orders"))
+    );
+    assert_eq!(command, "Query");
+    assert!(info.unwrap().contains("information_schema.PROCESSLIST"));
+    let list: Vec<mysql_async::Row> = a.query("SHOW PROCESSLIST").await.unwrap();
+    for row in list {
+        assert_eq!(row.get::<String, _>(1).unwrap(), "app");
+    }
+    // Another user's session: 1095; its own other session: killed.
+    let (code, _, message) = server_error(a.query_drop(format!("KILL {g_id}")).await);
+    assert_eq!(
+        (code, message),
+        (1095, format!("You are not owner of thread {g_id}"))
+    );
+    exec(&mut a, &format!("KILL {b_id}")).await;
+    assert!(
+        b.query_drop("SELECT 1").await.is_err(),
+        "killed session serves"
+    );
+    assert_eq!(process_ids(&mut a, "SHOW PROCESSLIST").await, [a_id]);
+    assert_usable(&mut g).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_process_user_sees_and_kills_every_session() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut a = h.client().await;
+    let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
+    let mut ops = connect(&h, "ops", Some("orders")).await.unwrap();
+    let mut all = vec![a.id(), g.id(), ops.id()];
+    all.sort();
+    assert_eq!(process_ids(&mut ops, "SHOW PROCESSLIST").await, all);
+    exec(&mut ops, &format!("KILL QUERY {}", g.id())).await;
+    assert_usable(&mut g).await;
+    exec(&mut ops, &format!("KILL {}", a.id())).await;
+    assert!(
+        a.query_drop("SELECT 1").await.is_err(),
+        "killed session serves"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_reload_that_takes_a_database_away_refuses_it_at_once() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
+    exec(&mut g, "USE orders_ref").await;
+    let mut narrowed = scoped_config();
+    let granted = narrowed.users.iter_mut().find(|u| u.name == "granted");
+    granted.expect("the granted user").databases.clear();
+    h.proxy.reload(narrowed).unwrap();
+    // Unqualified names would still reach the current database: refused until USE.
+    assert_eq!(
+        refusal(&mut g, "SELECT COUNT(*) FROM t_order").await.0,
+        1044
+    );
+    assert_eq!(refusal(&mut g, "SELECT 1").await.0, 1044);
+    assert_eq!(refusal(&mut g, "USE orders_ref").await.0, 1044);
+    exec(&mut g, "USE orders").await;
+    assert_eq!(
+        refusal(&mut g, "SELECT COUNT(*) FROM orders_ref.t_order")
+            .await
+            .0,
+        1142
+    );
+    assert_eq!(
+        strings(&mut g, "SHOW DATABASES").await,
+        ["information_schema", "orders"]
+    );
+    h.stop().await;
+}
+
+#[test]
+fn naming_the_proxys_own_databases_is_a_configuration_error() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    for (db, why) in [
+        ("order_shards", "a shard database"),
+        ("order_meta", "the index table's database"),
+        ("MySQL", "the `mysql` system database"),
+    ] {
+        let broken = text.replacen(
+            "password = \"app\"\n",
+            &format!("password = \"app\"\ndatabases = [\"{db}\"]\n"),
+            1,
+        );
+        let e = routekey_proxy::config::Config::from_toml(&broken, "demo.toml").unwrap_err();
+        assert!(e.to_string().contains(why), "{db}: {e}");
+    }
+    let fine = text.replacen(
+        "password = \"app\"\n",
+        "password = \"app\"\ndatabases = [\"orders_ref\"]\nprocess = true\n",
+        1,
+    );
+    let config = routekey_proxy::config::Config::from_toml(&fine, "demo.toml").unwrap();
+    assert_eq!(config.users[0].databases, ["orders_ref"]);
+    assert!(config.users[0].process);
+}
