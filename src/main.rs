@@ -182,9 +182,9 @@ fn main() -> ExitCode {
             let (listen, admin_listen) = (cli.listen.clone(), cli.admin_listen.clone());
             let flags: process::Flags = std::sync::Arc::new(move |c: &mut Config| {
                 if let Some(listen) = &listen {
-                    c.server.listen = listen.parse().map_err(|_| {
+                    c.server.listen = Some(listen.parse().map_err(|_| {
                         format!("--listen: `{listen}` is not an address with a port")
-                    })?;
+                    })?);
                 }
                 if let Some(listen) = &admin_listen {
                     c.admin.listen = listen.parse().map_err(|_| {

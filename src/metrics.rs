@@ -114,6 +114,10 @@ impl Default for Metrics {
         for result in PROBE_RESULTS {
             let _ = m.probes.get_or_create(&ResultLabel { result });
         }
+        // Failed logins of unknown users exist at 0, so an alert on their rate has a series.
+        let _ = m.login_failures.get_or_create(&UserLabel {
+            user: UNKNOWN_USER.to_owned(),
+        });
         // Every known series exists from the start (at 0), so rates and dashboards see
         // them before the first event.
         for kind in STATEMENT_KINDS {

@@ -35,9 +35,7 @@ pub fn load(path: &Path, flags: &Flags) -> Result<Config, String> {
 /// Serves until a drain ends: the MySQL listener, the admin port, signals, reloads.
 pub async fn run(path: PathBuf, config: Config, flags: Flags) -> Result<(), String> {
     crate::frontend::tls::ClientSecurity::load(&config.server)?;
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+    let listeners = bind(&config.server).await?;
     let admin = tokio::net::TcpListener::bind(config.admin.listen)
         .await
         .map_err(|e| {
@@ -47,7 +45,8 @@ pub async fn run(path: PathBuf, config: Config, flags: Flags) -> Result<(), Stri
             )
         })?;
     tracing::info!(
-        address = %config.server.listen,
+        address = ?config.server.listen,
+        socket = ?config.server.socket.as_ref().map(|s| &s.path),
         admin = %config.admin.listen,
         overrides = ?config.overrides,
         "routekey-proxy serving MySQL clients"
@@ -61,12 +60,35 @@ pub async fn run(path: PathBuf, config: Config, flags: Flags) -> Result<(), Stri
     let admin = tokio::spawn(crate::admin::serve(admin, proxy.clone(), async {
         let _ = admin_stopped.await;
     }));
-    let served = crate::server::serve(listener, proxy, std::future::pending()).await;
+    let served = crate::server::serve(listeners, proxy, std::future::pending()).await;
     let _ = admin_stop.send(());
     if let Ok(Err(e)) = admin.await {
         tracing::warn!(error = %e, "admin port");
     }
     served.map_err(|e| e.to_string())
+}
+
+/// The MySQL listeners `server.listen` and `server.socket` name.
+async fn bind(server: &crate::config::ServerConfig) -> Result<crate::server::Listeners, String> {
+    let mut listeners = crate::server::Listeners::default();
+    if let Some(address) = server.listen {
+        let tcp = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+        listeners.tcp = Some(tcp);
+    }
+    if let Some(socket) = &server.socket {
+        let unix = crate::server::SocketListener::bind(socket)
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot listen on {} (server.socket): {e}",
+                    socket.path.display()
+                )
+            })?;
+        listeners.socket = Some(unix);
+    }
+    Ok(listeners)
 }
 
 async fn signals(proxy: Arc<Proxy>, path: PathBuf, flags: Flags) {

@@ -152,6 +152,9 @@ impl Proxy {
         if config.server.listen != first.server.listen {
             fixed.push("server.listen");
         }
+        if config.server.socket != first.server.socket {
+            fixed.push("server.socket");
+        }
         if config.admin.listen != first.admin.listen {
             fixed.push("admin.listen");
         }

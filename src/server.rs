@@ -1,19 +1,131 @@
-//! The listener: `run(listener, config, shutdown)` serves clients until `shutdown`
-//! resolves, then drains. Tests start it in-process on `127.0.0.1:0`.
+//! The listeners: `run(listeners, config, shutdown)` serves clients on TCP and/or a Unix
+//! socket until `shutdown` resolves, then drains. Tests start it in-process on
+//! `127.0.0.1:0`.
 
 use std::future::Future;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio::task::JoinSet;
 
-use crate::config::Config;
+use crate::config::{Config, UnixSocket};
+use crate::frontend::stream::{ClientStream, Peer};
 use crate::proxy::{KILL_GRACE, Proxy};
+
+/// Where clients connect: a TCP listener, a Unix socket listener, or both.
+#[derive(Default)]
+pub struct Listeners {
+    /// `server.listen`.
+    pub tcp: Option<TcpListener>,
+    /// `server.socket`.
+    pub socket: Option<SocketListener>,
+}
+
+impl From<TcpListener> for Listeners {
+    fn from(tcp: TcpListener) -> Self {
+        Self {
+            tcp: Some(tcp),
+            socket: None,
+        }
+    }
+}
+
+impl Listeners {
+    /// The next client on either listener.
+    async fn accept(&self) -> io::Result<(ClientStream, Peer)> {
+        let tcp = async {
+            match &self.tcp {
+                Some(l) => l
+                    .accept()
+                    .await
+                    .map(|(s, addr)| (ClientStream::Tcp(s), Peer::tcp(addr))),
+                None => std::future::pending().await,
+            }
+        };
+        let socket = async {
+            match &self.socket {
+                Some(l) => l
+                    .listener
+                    .accept()
+                    .await
+                    .map(|(s, _)| (ClientStream::Unix(s), Peer::local())),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            accepted = tcp => accepted,
+            accepted = socket => accepted,
+        }
+    }
+}
+
+/// A Unix socket listener that owns its file: binding replaces a stale file (one no
+/// process answers on) and refuses one in use; dropping it removes the file, unless another
+/// file has taken its place since.
+pub struct SocketListener {
+    listener: UnixListener,
+    path: PathBuf,
+    /// (device, inode) of the file this listener created.
+    file: (u64, u64),
+}
+
+impl SocketListener {
+    /// Binds `socket.path` with `socket.mode`.
+    ///
+    /// # Errors
+    /// The path is in use by a live server, is not a socket, or cannot be bound or
+    /// given its mode.
+    pub async fn bind(socket: &UnixSocket) -> io::Result<Self> {
+        let path = socket.path.as_path();
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "the path exists and is not a socket",
+                ));
+            }
+            if tokio::net::UnixStream::connect(path).await.is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "another process serves this socket",
+                ));
+            }
+            tracing::info!(path = %path.display(), "replacing a stale socket file");
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(socket.mode))?;
+        let meta = std::fs::metadata(path)?;
+        Ok(Self {
+            listener,
+            path: path.to_owned(),
+            file: (meta.dev(), meta.ino()),
+        })
+    }
+
+    /// The socket file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SocketListener {
+    fn drop(&mut self) {
+        let ours =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.file);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
 
 /// Serves MySQL clients on `listener` until `shutdown` completes; then stops accepting and
 /// ends the sessions still open.
 pub async fn run(
-    listener: TcpListener,
+    listener: impl Into<Listeners>,
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -30,17 +142,18 @@ pub async fn run(
 /// statements with `KILL QUERY`, open transactions rolled back by resetting or closing
 /// their backend connections). Then the worker id lease is released.
 pub async fn serve(
-    listener: TcpListener,
+    listener: impl Into<Listeners>,
     proxy: Arc<Proxy>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    let listener: Listeners = listener.into();
     let mut sessions = JoinSet::new();
     let issuer = proxy.issuer.clone();
     tokio::spawn(async move { issuer.prepare().await });
     tokio::pin!(shutdown);
     let accept = |sessions: &mut JoinSet<()>, accepted: std::io::Result<_>| match accepted {
-        Ok((tcp, peer)) => {
-            sessions.spawn(crate::frontend::serve(proxy.clone(), tcp, peer));
+        Ok((transport, peer)) => {
+            sessions.spawn(crate::frontend::serve(proxy.clone(), transport, peer));
             None
         }
         Err(e) => {

@@ -11,7 +11,7 @@ use crate::id::RouteKeyDecoder;
 pub fn config_summary(c: &Config) -> String {
     let mut out = format!(
         "configuration is valid: listen {}, {} datasource(s), {} channel(s), {} shards, {} binding table(s), logical database `{}`\n",
-        c.server.listen,
+        listen_summary(&c.server),
         c.datasources.len(),
         c.channels.len(),
         c.sharding.shards.len(),
@@ -189,4 +189,15 @@ fn stop_on_ctrl_c() -> std::sync::Arc<crate::legacy::Stop> {
         std::process::exit(130);
     });
     stop
+}
+
+/// `127.0.0.1:3307`, `/run/routekey/mysql.sock`, or both.
+fn listen_summary(server: &crate::config::ServerConfig) -> String {
+    let tcp = server.listen.map(|a| a.to_string());
+    let socket = server.socket.as_ref().map(|s| s.path.display().to_string());
+    [tcp, socket]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" and ")
 }

@@ -421,7 +421,7 @@ async fn reloads_under_load_fail_no_statement_and_put_new_settings_in_force() {
 async fn a_reload_that_changes_what_needs_a_restart_is_refused() {
     let h = Harness::start().await;
     let mut changed = config();
-    changed.server.listen = "127.0.0.1:1".parse().unwrap();
+    changed.server.listen = Some("127.0.0.1:1".parse().unwrap());
     let e = h.proxy.reload(changed).unwrap_err();
     assert!(e.contains("server.listen") && e.contains("restart"), "{e}");
     // The meta datasource holds the worker id leases: moving it while the proxy runs would

@@ -125,8 +125,12 @@ pub struct Admin {
 /// The MySQL listener.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Address to listen on; default port 3307.
-    pub listen: SocketAddr,
+    /// TCP address to listen on (`listen`, e.g. `127.0.0.1:3307`); `None` when `listen = ""`
+    /// and clients connect over [`ServerConfig::socket`] only.
+    pub listen: Option<SocketAddr>,
+    /// A Unix socket to listen on as well (`socket`, `socket_mode`), for applications in
+    /// the same pod or host. Read at start; a change needs a restart.
+    pub socket: Option<UnixSocket>,
     /// Version string sent in the handshake; empty (the default): the default datasource's
     /// own, so drivers see the server they are really talking to.
     pub server_version: String,
@@ -176,6 +180,17 @@ pub struct TlsFiles {
     pub cert_file: PathBuf,
     /// `server.tls_key_file`: its private key (PKCS#8, PKCS#1 or SEC1).
     pub key_file: PathBuf,
+}
+
+/// The Unix socket listener: its path and file mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnixSocket {
+    /// `server.socket`: the socket file. A stale file (no process answers on it) is replaced
+    /// at start; the file is removed when the listener closes (drain, exit).
+    pub path: PathBuf,
+    /// `server.socket_mode`: its permission bits, written in octal (default `"0660"`: the
+    /// proxy's user and group may connect).
+    pub mode: u32,
 }
 
 /// A client account.

@@ -129,6 +129,8 @@ pub struct RawServer {
     pub drain_timeout: Duration,
     #[serde(default, with = "humantime_serde")]
     pub drain_delay: Duration,
+    pub socket: Option<String>,
+    pub socket_mode: Option<String>,
     pub tls_cert_file: Option<String>,
     pub tls_key_file: Option<String>,
     pub rsa_private_key_file: Option<String>,

@@ -14,7 +14,6 @@ use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::MySerialize;
-use tokio::net::TcpStream;
 
 use super::auth::{self, Logins};
 use super::client::Client;
@@ -72,7 +71,7 @@ pub struct Context<'a> {
     pub server_version: &'a str,
     /// The connection id of the greeting (what `KILL` takes).
     pub connection_id: u32,
-    /// `ip:port` of the client, for messages.
+    /// `ip:port` of the client (`localhost` on a Unix socket), for messages.
     pub peer: &'a str,
 }
 
@@ -118,13 +117,20 @@ struct Response {
 /// Runs the handshake up to the final answer. Returns `Ok(None)` when the client went away
 /// or was refused before authentication (bad packet, unknown character set; the error
 /// packet has been sent).
-pub async fn accept(tcp: TcpStream, cx: &Context<'_>) -> Result<Option<Login>, ProxyError> {
+///
+/// TLS is offered on TCP only: a Unix socket is secure as it is (MySQL counts it so for
+/// `require_tls`), and the greeting on it does not offer SSL.
+pub async fn accept(
+    transport: ClientStream,
+    cx: &Context<'_>,
+) -> Result<Option<Login>, ProxyError> {
     let io = |e: std::io::Error| ProxyError::Io(format!("handshake: {e}"));
     let max_packet = cx.config.server.max_packet_size;
-    let mut stream = PacketStream::new(ClientStream::Tcp(tcp), max_packet);
+    let tcp = matches!(transport, ClientStream::Tcp(_));
+    let mut stream = PacketStream::new(transport, max_packet);
     let nonce = auth::scramble();
     let mut offered = server_capabilities();
-    if cx.security.tls.is_some() {
+    if tcp && cx.security.tls.is_some() {
         offered |= CapabilityFlags::CLIENT_SSL;
     }
     greet(&mut stream, cx, &nonce, offered).await.map_err(io)?;
@@ -132,7 +138,7 @@ pub async fn accept(tcp: TcpStream, cx: &Context<'_>) -> Result<Option<Login>, P
         return Ok(None);
     };
     if is_ssl_request(&reply) {
-        let Some(acceptor) = cx.security.tls.clone() else {
+        let Some(acceptor) = cx.security.tls.clone().filter(|_| tcp) else {
             let message = "SSL connection requested, but this proxy has no TLS certificate (server.tls_cert_file); connect without SSL";
             return bad_handshake(stream, offered, message).await;
         };

@@ -23,17 +23,16 @@ pub mod session;
 mod set;
 mod show;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use mysql_common::constants::{CapabilityFlags, Command};
-use tokio::net::TcpStream;
 
 use crate::error::{ER_UNKNOWN_COM_ERROR, ProxyError};
 use crate::protocol::packets::{OkInfo, eof_packet};
 use crate::proxy::Proxy;
 use client::Client;
 use session::Session;
+use stream::{ClientStream, Peer};
 
 /// What the loop does after a command.
 enum Next {
@@ -42,15 +41,17 @@ enum Next {
 }
 
 /// Serves one client connection until it quits or fails.
-pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
-    let _ = tcp.set_nodelay(true);
+pub async fn serve(proxy: Arc<Proxy>, transport: ClientStream, peer: Peer) {
+    if let ClientStream::Tcp(tcp) = &transport {
+        let _ = tcp.set_nodelay(true);
+    }
     let counted = proxy.clone();
     let _connected = counted.metrics.client_connected();
     let id = proxy.next_connection_id();
     let runtime = proxy.runtime();
     let limit = runtime.config.server.handshake_timeout;
     let version = proxy.server_version().await;
-    let peer_text = peer.to_string();
+    let peer_text = peer.name.clone();
     let cx = handshake::Context {
         config: &runtime.config,
         security: &runtime.client_security,
@@ -59,7 +60,7 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
         connection_id: id,
         peer: &peer_text,
     };
-    let login = match tokio::time::timeout(limit, handshake::accept(tcp, &cx)).await {
+    let login = match tokio::time::timeout(limit, handshake::accept(transport, &cx)).await {
         Ok(Ok(Some(login))) => login,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {
@@ -67,11 +68,11 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
             return;
         }
         Err(_) => {
-            tracing::debug!(connection = id, %peer, "handshake not finished in time");
+            tracing::debug!(connection = id, peer = %peer.name, "handshake not finished in time");
             return;
         }
     };
-    let Some(login) = answer_login(&proxy, login, peer, limit).await else {
+    let Some(login) = answer_login(&proxy, login, &peer, limit).await else {
         return;
     };
     let mut client = login.client;
@@ -81,7 +82,7 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
         proxy,
         id,
         login.user,
-        peer.ip().to_string(),
+        peer.host(),
         client.caps,
         collation,
         login.attributes,
@@ -149,25 +150,25 @@ pub async fn serve(proxy: Arc<Proxy>, tcp: TcpStream, peer: SocketAddr) {
 async fn answer_login(
     proxy: &Proxy,
     mut login: handshake::Login,
-    peer: SocketAddr,
+    peer: &Peer,
     limit: std::time::Duration,
 ) -> Option<handshake::Login> {
-    let delay = proxy.logins.delay(peer.ip(), &login.user);
+    let delay = proxy.logins.delay(peer.ip, &login.user);
     if !delay.is_zero() {
-        tracing::debug!(user = %login.user, %peer, ?delay, "recent failed logins: answering late");
+        tracing::debug!(user = %login.user, peer = %peer.name, ?delay, "recent failed logins: answering late");
         tokio::time::sleep(delay).await;
     }
     let refusal = match std::mem::replace(&mut login.verdict, Ok(())) {
         Ok(()) => {
-            proxy.logins.succeeded(peer.ip(), &login.user);
+            proxy.logins.succeeded(peer.ip, &login.user);
             return Some(login);
         }
         Err(refusal) => refusal,
     };
-    proxy.logins.failed(peer.ip(), &login.user);
+    proxy.logins.failed(peer.ip, &login.user);
     let known = refusal.known_user.then_some(login.user.as_str());
     proxy.metrics.count_login_failure(known);
-    tracing::info!(user = %login.user, %peer, reason = refusal.reason, "login refused");
+    tracing::info!(user = %login.user, peer = %peer.name, reason = refusal.reason, "login refused");
     let mut client = login.client;
     if client.error(&refusal.error).is_ok() {
         let _ = tokio::time::timeout(limit, client.flush()).await;

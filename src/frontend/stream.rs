@@ -1,14 +1,13 @@
-//! The byte stream under a client session: plain TCP, or TLS over TCP after the client's
-//! SSLRequest. An enum rather than a boxed trait object, so each read and write is one
-//! `match` (no dynamic dispatch per packet). A Unix socket listener would add a variant
-//! here whose [`ClientStream::is_secure`] is true, as MySQL counts local sockets secure.
+//! The byte stream under a client session: plain TCP, TLS over TCP after the client's
+//! SSLRequest, or a Unix socket (`server.socket`). An enum rather than a boxed trait object,
+//! so each read and write is one `match` (no dynamic dispatch per packet).
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
 
 /// A client connection's transport.
@@ -17,6 +16,47 @@ pub enum ClientStream {
     Tcp(TcpStream),
     /// TLS over TCP (boxed: the TLS state is large, and the enum moves at the upgrade).
     Tls(Box<TlsStream<TcpStream>>),
+    /// A Unix socket: a client on the same host (in Kubernetes, a container of the same pod
+    /// sharing the socket's `emptyDir`).
+    Unix(UnixStream),
+}
+
+/// Who is on the other end of a client connection, as logs, errors and `SHOW PROCESSLIST`
+/// name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The client's address; a Unix socket client counts as the loopback address (the key
+    /// of its failed-login delays).
+    pub ip: std::net::IpAddr,
+    /// `127.0.0.1:53412` for TCP; `localhost` for a Unix socket, as MySQL names it.
+    pub name: String,
+}
+
+impl Peer {
+    /// A TCP client.
+    pub fn tcp(addr: std::net::SocketAddr) -> Self {
+        Self {
+            ip: addr.ip(),
+            name: addr.to_string(),
+        }
+    }
+
+    /// A Unix socket client.
+    pub fn local() -> Self {
+        Self {
+            ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            name: "localhost".to_owned(),
+        }
+    }
+
+    /// The host part: `127.0.0.1`, or `localhost` for a Unix socket (`'user'@'host'` in
+    /// errors, the `Host` of `SHOW PROCESSLIST`).
+    pub fn host(&self) -> String {
+        match self.name.parse::<std::net::SocketAddr>() {
+            Ok(addr) => addr.ip().to_string(),
+            Err(_) => self.name.clone(),
+        }
+    }
 }
 
 /// What `SHOW STATUS LIKE 'Ssl_%'` reports for a session: the negotiated protocol version
@@ -35,7 +75,7 @@ impl ClientStream {
     pub fn is_secure(&self) -> bool {
         match self {
             Self::Tcp(_) => false,
-            Self::Tls(_) => true,
+            Self::Tls(_) | Self::Unix(_) => true,
         }
     }
 
@@ -68,6 +108,7 @@ impl AsyncRead for ClientStream {
         match self.get_mut() {
             Self::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Self::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -81,6 +122,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             Self::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Self::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -88,6 +130,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             Self::Tcp(s) => Pin::new(s).poll_flush(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Self::Unix(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -95,6 +138,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             Self::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Self::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 
@@ -106,6 +150,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             Self::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Self::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -113,6 +158,7 @@ impl AsyncWrite for ClientStream {
         match self {
             Self::Tcp(s) => s.is_write_vectored(),
             Self::Tls(s) => s.is_write_vectored(),
+            Self::Unix(s) => s.is_write_vectored(),
         }
     }
 }

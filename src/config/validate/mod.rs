@@ -240,15 +240,18 @@ fn user(c: &Checker, i: usize, u: &super::raw::RawUser) -> Result<User, ConfigEr
 }
 
 fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
-    let listen: SocketAddr = raw.server.listen.get_ref().parse().map_err(|_| {
-        c.at(
-            &raw.server.listen,
-            format!(
-                "server.listen: `{}` is not an IP address with a port",
-                raw.server.listen.get_ref()
-            ),
-        )
-    })?;
+    let socket = unix_socket(c, &raw.server)?;
+    let listen = match raw.server.listen.get_ref().as_str() {
+        "" if socket.is_some() => None,
+        text => Some(text.parse::<SocketAddr>().map_err(|_| {
+            c.at(
+                &raw.server.listen,
+                format!(
+                    "server.listen: `{text}` is not an IP address with a port (it may be \"\" only when server.socket is set)"
+                ),
+            )
+        })?),
+    };
     if raw.server.max_packet_size < 1024 * 1024 {
         return Err(c.err(None, "server.max_packet_size: must be at least 1 MiB"));
     }
@@ -266,6 +269,7 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
     }
     Ok(ServerConfig {
         listen,
+        socket,
         server_version: raw.server.server_version.clone(),
         max_packet_size: raw.server.max_packet_size,
         analysis_cache_capacity: raw.server.analysis_cache_capacity,
@@ -328,6 +332,44 @@ fn user_databases(
         }
     }
     Ok(())
+}
+
+/// `server.socket` and `server.socket_mode` (octal, default 0660).
+fn unix_socket(
+    c: &Checker,
+    raw: &super::raw::RawServer,
+) -> Result<Option<crate::config::UnixSocket>, ConfigError> {
+    let mode = match raw.socket_mode.as_deref() {
+        None => 0o660,
+        Some(text) => u32::from_str_radix(text.trim_start_matches("0o"), 8)
+            .ok()
+            .filter(|m| *m <= 0o777)
+            .ok_or_else(|| {
+                c.err(
+                    None,
+                    format!(
+                        "server.socket_mode: `{text}` is not a file mode in octal (like \"0660\")"
+                    ),
+                )
+            })?,
+    };
+    match raw.socket.as_deref() {
+        None if raw.socket_mode.is_some() => Err(c.err(
+            None,
+            "server.socket_mode: set server.socket too (the mode is the socket file's)",
+        )),
+        None => Ok(None),
+        Some("") => Err(c.err(None, "server.socket: empty path")),
+        // sun_path holds 108 bytes with its NUL.
+        Some(path) if path.len() > 107 => Err(c.err(
+            None,
+            format!("server.socket: `{path}` is longer than a Unix socket path may be (107 bytes)"),
+        )),
+        Some(path) => Ok(Some(crate::config::UnixSocket {
+            path: path.into(),
+            mode,
+        })),
+    }
 }
 
 fn datasources(
@@ -533,6 +575,43 @@ mod tests {
 
     fn error(text: &str) -> String {
         Config::from_toml(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_unix_socket_beside_or_instead_of_tcp() {
+        let both = with("[server]\n", "[server]\nsocket = \"/run/rk/mysql.sock\"\n");
+        let config = Config::from_toml(&both, "t").unwrap();
+        let socket = config.server.socket.expect("a socket");
+        assert_eq!(socket.path, std::path::Path::new("/run/rk/mysql.sock"));
+        assert_eq!(socket.mode, 0o660);
+        assert!(config.server.listen.is_some());
+        let only = both.replacen("listen = \"127.0.0.1:3307\"", "listen = \"\"", 1);
+        let config = Config::from_toml(&only, "t").unwrap();
+        assert_eq!(config.server.listen, None);
+        let mode = with(
+            "[server]\n",
+            "[server]\nsocket = \"/s.sock\"\nsocket_mode = \"0666\"\n",
+        );
+        assert_eq!(
+            Config::from_toml(&mode, "t")
+                .unwrap()
+                .server
+                .socket
+                .unwrap()
+                .mode,
+            0o666
+        );
+        let e = error(&with("listen = \"127.0.0.1:3307\"", "listen = \"\""));
+        assert!(e.contains("only when server.socket is set"), "{e}");
+        let e = error(&with(
+            "[server]\n",
+            "[server]\nsocket = \"/s\"\nsocket_mode = \"rw\"\n",
+        ));
+        assert!(e.contains("not a file mode in octal"), "{e}");
+        let e = error(&with("[server]\n", "[server]\nsocket_mode = \"0600\"\n"));
+        assert!(e.contains("set server.socket too"), "{e}");
+        let long = format!("[server]\nsocket = \"/{}\"\n", "x".repeat(120));
+        assert!(error(&with("[server]\n", &long)).contains("longer than"));
     }
 
     #[test]
