@@ -97,7 +97,7 @@ def percentile(histogram, q):
 def sysbench(target, mode, clients, seconds, ids):
     cmd = [
         "sysbench", str(LUA), f"--ids-file={ids}", f"--ps={'on' if mode == 'prepared' else 'off'}",
-        "--db-driver=mysql", f"--mysql-user={target['user']}", f"--mysql-db={target['db']}",
+        "--db-driver=mysql", "--mysql-ssl=off", f"--mysql-user={target['user']}", f"--mysql-db={target['db']}",
         f"--threads={clients}", f"--time={seconds}", "--histogram=on", "--report-interval=0",
     ]
     if target.get("password"):
@@ -144,14 +144,20 @@ def start_routekey(args, run_dir):
         [str(args.repo / "scripts/demo-config.sh")], capture_output=True, text=True, check=True
     ).stdout.strip()
     log = open(run_dir / "routekey-proxy.log", "w")
+    sock = run_dir / "routekey.sock"
+    env = dict(os.environ, ROUTEKEY_SERVER__SOCKET=str(sock)) if args.socket else None
     cmd = [str(args.proxy), "--config", config, "--listen", f"127.0.0.1:{port}",
            "--admin-listen", "127.0.0.1:0"]
     if args.proxy_cpus:
         cmd = ["taskset", "-c", args.proxy_cpus] + cmd
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env)
     wait_port(port)
-    targets = [{"name": "routekey", "port": port, "user": "app", "password": "app", "db": "orders",
-                "logical": "t_order", "pid": proc.pid}]
+    common = {"user": "app", "password": "app", "db": "orders", "logical": "t_order",
+              "pid": proc.pid}
+    targets = [dict(common, name="routekey", port=port)]
+    if args.socket:
+        targets.append(dict(common, name="routekey-unix", socket=str(sock)))
     return proc, targets
 
 

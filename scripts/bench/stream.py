@@ -37,7 +37,7 @@ def vm_hwm_kib(pid):
 
 def read_result(target, sql, rate=None):
     """Runs `sql` with the CLI and reads its output; returns (bytes, seconds)."""
-    cmd = ["mariadb", "--no-defaults", "--quick", "--batch", "--skip-column-names",
+    cmd = ["mariadb", "--no-defaults", "--skip-ssl", "--quick", "--batch", "--skip-column-names",
            "-h127.0.0.1", f"-P{target['port']}", f"-u{target['user']}", target["db"],
            "--max-allowed-packet=1G", "-e", sql]
     if target.get("password"):

@@ -37,6 +37,13 @@ const TEXT_KEYS: &[&str] = &[
     "region_column",
     "redis_url",
     "lease_table",
+    "socket",
+    "socket_mode",
+    "tls_cert_file",
+    "tls_key_file",
+    "rsa_private_key_file",
+    "tls_ca_file",
+    "password_hash",
 ];
 
 /// Applies the overrides among `vars` to `text`. Returns the new text and the keys set
