@@ -59,6 +59,49 @@ pub struct Login {
     pub attributes: HashMap<String, String>,
 }
 
+/// What a client's handshake response (`Protocol::HandshakeResponse41`) says, read by
+/// [`parse_response`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientHello {
+    /// The capabilities the client asks for (not yet intersected with the server's).
+    pub capabilities: CapabilityFlags,
+    /// User name (invalid UTF-8 replaced).
+    pub user: String,
+    /// Database asked for at connect; `None` when absent or empty.
+    pub database: Option<String>,
+    /// Connection attributes (`program_name`, ...); empty when none were sent.
+    pub attributes: HashMap<String, String>,
+    /// Handshake collation id.
+    pub collation: u8,
+    /// The authentication response (the scramble for mysql_native_password).
+    pub token: Vec<u8>,
+    /// The client answered with mysql_native_password (or named no plugin); otherwise the
+    /// proxy asks for it with an auth switch.
+    pub native: bool,
+}
+
+/// Reads a client's handshake response payload (the packet after the greeting, without
+/// its 4-byte header). `None` when it is not a handshake response mysql_common can read:
+/// truncated, malformed, or a 32-byte SSL request.
+pub fn parse_response(reply: &[u8]) -> Option<ClientHello> {
+    let response: HandshakeResponse<'_> = ParseBuf(reply).parse(()).ok()?;
+    Some(ClientHello {
+        capabilities: response.capabilities(),
+        user: String::from_utf8_lossy(response.user()).into_owned(),
+        database: response
+            .db_name()
+            .filter(|d| !d.is_empty())
+            .map(|d| String::from_utf8_lossy(d).into_owned()),
+        attributes: response.connect_attributes().unwrap_or_default(),
+        collation: response.collation(),
+        token: response.scramble_buf().to_vec(),
+        native: matches!(
+            response.auth_plugin(),
+            None | Some(AuthPlugin::MysqlNativePassword)
+        ),
+    })
+}
+
 /// A 20-byte scramble of printable characters (never NUL).
 fn scramble() -> [u8; 20] {
     let mut rng = rand::rng();
@@ -120,34 +163,27 @@ pub async fn accept(
         client.error(&e)?;
         Ok(None)
     };
-    let response: HandshakeResponse<'_> = match ParseBuf(&reply).parse(()) {
-        Ok(r) => r,
-        Err(_) => {
-            let ssl = reply.len() == 32;
-            let message = if ssl {
-                "routekey-proxy does not offer TLS on this port; connect without SSL (the sidecar listens on loopback)"
-            } else {
-                "Bad handshake"
-            };
-            client.error(&ProxyError::client(1043, b"08S01", message))?;
-            client.flush().await?;
-            return Ok(None);
-        }
+    let Some(hello) = parse_response(&reply) else {
+        let ssl = reply.len() == 32;
+        let message = if ssl {
+            "routekey-proxy does not offer TLS on this port; connect without SSL (the sidecar listens on loopback)"
+        } else {
+            "Bad handshake"
+        };
+        client.error(&ProxyError::client(1043, b"08S01", message))?;
+        client.flush().await?;
+        return Ok(None);
     };
-    client.caps = response.capabilities() & server_capabilities();
-    let user = String::from_utf8_lossy(response.user()).into_owned();
-    let database = response
-        .db_name()
-        .filter(|d| !d.is_empty())
-        .map(|d| String::from_utf8_lossy(d).into_owned());
-    let attributes = response.connect_attributes().unwrap_or_default();
-    let collation = response.collation();
-    let mut token = response.scramble_buf().to_vec();
-    let native = matches!(
-        response.auth_plugin(),
-        None | Some(AuthPlugin::MysqlNativePassword)
-    );
-    drop(response);
+    client.caps = hello.capabilities & server_capabilities();
+    let ClientHello {
+        user,
+        database,
+        attributes,
+        collation,
+        mut token,
+        native,
+        ..
+    } = hello;
 
     if let Some((charset, _)) = collation_names(collation) {
         if let Err(message) = decoding_for(&charset) {
