@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
 use mysql_common::io::ParseBuf;
-use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
+use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakeResponse};
 use mysql_common::proto::MySerialize;
 use mysql_common::scramble::scramble_native;
 use tokio::net::TcpStream;
@@ -163,8 +163,7 @@ impl BackendConn {
             let e = parse_err(&greeting);
             return Err(unavailable(ds, String::from_utf8_lossy(&e.message)));
         }
-        let handshake: HandshakePacket<'_> = ParseBuf(&greeting)
-            .parse(())
+        let handshake = crate::protocol::packets::parse_greeting(&greeting)
             .map_err(|e| unavailable(ds, format!("bad handshake: {e}")))?;
         let mut caps = base_capabilities() & handshake.capabilities();
         caps |= CapabilityFlags::CLIENT_PROTOCOL_41;
