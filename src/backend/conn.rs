@@ -174,7 +174,8 @@ impl BackendConn {
         let auth = native_auth(&nonce, &ds.password);
         let response = HandshakeResponse::new(
             Some(auth),
-            handshake.server_version_parsed().unwrap_or((5, 5, 5)),
+            crate::protocol::packets::server_version_numbers(handshake.server_version_ref())
+                .unwrap_or((5, 5, 5)),
             Some(ds.user.as_bytes()),
             ds.database.as_deref().map(str::as_bytes),
             Some(AuthPlugin::MysqlNativePassword),

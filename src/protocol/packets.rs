@@ -214,6 +214,31 @@ pub fn parse_greeting(payload: &[u8]) -> Result<HandshakePacket<'_>, String> {
     ParseBuf(payload).parse(()).map_err(|e| e.to_string())
 }
 
+/// The version numbers at the start of a server version string (`10.11.19-MariaDB`,
+/// `5.5.5-10.11.19-MariaDB`, `8.4.3`): 1-2, 1-2 and 1-3 ASCII digits separated by dots,
+/// what mysql_common's `HandshakePacket::server_version_parsed` reads. That method takes
+/// any Unicode digit (`\d`) and then panics converting one (found by the
+/// `backend_packets` fuzz target), so the proxy reads the numbers here. `None` when the
+/// string does not start with them.
+pub fn server_version_numbers(version: &[u8]) -> Option<(u16, u16, u16)> {
+    let mut numbers = [0u16; 3];
+    let mut rest = version;
+    for (i, (number, most)) in numbers.iter_mut().zip([2, 2, 3]).enumerate() {
+        if i > 0 {
+            rest = rest.strip_prefix(b".")?;
+        }
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 || digits > most {
+            return None;
+        }
+        *number = rest[..digits]
+            .iter()
+            .fold(0, |n, d| n * 10 + u16::from(d - b'0'));
+        rest = &rest[digits..];
+    }
+    Some((numbers[0], numbers[1], numbers[2]))
+}
+
 /// A column definition the proxy builds for its own result sets.
 #[derive(Debug, Clone)]
 pub struct ColumnSpec<'a> {
@@ -355,6 +380,30 @@ mod tests {
         g.extend_from_slice(b"ijklmnopqrst\0");
         g.extend_from_slice(b"mysql_native_password\0");
         g
+    }
+
+    #[test]
+    fn server_versions_are_read_with_ascii_digits_only() {
+        assert_eq!(
+            server_version_numbers(b"5.5.5-10.11.19-MariaDB"),
+            Some((5, 5, 5))
+        );
+        assert_eq!(server_version_numbers(b"8.4.3"), Some((8, 4, 3)));
+        assert_eq!(server_version_numbers(b"11.4.100-log"), Some((11, 4, 100)));
+        // Found by the backend_packets fuzz target: NKo digit eight (U+07C8) after "0.5."
+        // made mysql_common's server_version_parsed panic.
+        assert_eq!(server_version_numbers("0.5.\u{7c8}".as_bytes()), None);
+        assert_eq!(server_version_numbers(b"0.5.0\xdf\x88"), Some((0, 5, 0)));
+        for bad in [
+            &b""[..],
+            b"5.5",
+            b"123.1.1",
+            b"1.1.1234",
+            b"v5.5.5",
+            b"5..5",
+        ] {
+            assert_eq!(server_version_numbers(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
