@@ -294,7 +294,9 @@ main() {
     check "promtool check rules docker/prometheus/" promtool_rules
     check "promtool test rules docker/prometheus/*test*.yml" promtool_tests
     if [[ -n "${ROUTEKEY_PROXY_BIN:-}" ]]; then
+        # The token file is mounted at /etc/routekey/admin-token in the container.
         check "routekey-proxy check-config docker/config/compose.toml" \
+            env ROUTEKEY_ADMIN__TOKEN_FILE=docker/config/admin-token \
             "$ROUTEKEY_PROXY_BIN" check-config docker/config/compose.toml
     else
         printf 'skip  routekey-proxy check-config (set ROUTEKEY_PROXY_BIN to a built binary)\n'

@@ -29,6 +29,8 @@ const SETTLE: Duration = Duration::from_millis(300);
 pub fn load(path: &Path, flags: &Flags) -> Result<Config, String> {
     let mut config = Config::load(path).map_err(|e| e.to_string())?;
     flags(&mut config)?;
+    // A flag may have moved the admin port off loopback.
+    config.admin.check()?;
     Ok(config)
 }
 

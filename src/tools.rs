@@ -52,7 +52,7 @@ pub fn config_summary(c: &Config) -> String {
             .join(", ")
     };
     out.push_str(&format!(
-        "issuance: route-key ids for [{}], classic ids for [{}]; {} worker ids leased from {}.{} (ttl {:?}); admin HTTP on {}\n",
+        "issuance: route-key ids for [{}], classic ids for [{}]; {} worker ids leased from {}.{} (ttl {:?}); admin HTTP on {}{}\n",
         names(on),
         names(off),
         1u64 << c.layout.worker_bits(),
@@ -60,6 +60,11 @@ pub fn config_summary(c: &Config) -> String {
         c.issuance.lease_table,
         c.issuance.lease_ttl,
         c.admin.listen,
+        if crate::config::Admin::needs_token(c.admin.listen) {
+            " (POST /v1/order-ids asks for the bearer token of admin.token_file)"
+        } else {
+            ""
+        },
     ));
     out.trim_end().to_owned()
 }

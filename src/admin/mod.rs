@@ -16,11 +16,18 @@
 //!   strings: a JavaScript number loses precision above 2^53. Errors are
 //!   `{"error": "..."}` with 400 (bad request) or 503 (cannot issue now: no lease, clock).
 //!
+//! When the port listens on an address that is not loopback (`0.0.0.0` for probes on the
+//! pod address), `POST /v1/order-ids` asks every caller, loopback ones included, for
+//! `Authorization: Bearer <token>` with the token of `admin.token_file`: 401 (with
+//! `WWW-Authenticate: Bearer`) without it, 403 with another token. The probes and
+//! `/metrics` stay open; `/quitquitquit` stays for loopback callers.
+//!
 //! At most [`MAX_CONNECTIONS`] connections are served at once (more wait in the listen
 //! backlog), a request's headers must arrive within [`HEADER_TIMEOUT`] and the whole
 //! request within [`REQUEST_TIMEOUT`], so slow or idle HTTP clients cannot take the file
-//! descriptors the MySQL port needs, and hold the port for seconds at most. The port has
-//! no authentication: keep it off other pods (a NetworkPolicy) where that matters.
+//! descriptors the MySQL port needs, and hold the port for seconds at most. The probes
+//! and `/metrics` tell anyone who reaches the port how the proxy fares: keep it off other
+//! pods (a NetworkPolicy) where that matters.
 
 pub mod exposition;
 
@@ -36,6 +43,7 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
+use crate::config::Admin;
 use crate::id::issuer::Caller;
 use crate::proxy::Proxy;
 
@@ -88,7 +96,9 @@ pub const MAX_BODY: usize = 64 * 1024;
 /// and an id request for its body.
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Serves the admin port until `shutdown` completes.
+/// Serves the admin port until `shutdown` completes. Whether `POST /v1/order-ids` asks for
+/// the bearer token follows the address `listener` is bound to
+/// ([`crate::config::Admin::needs_token`]); the token is the configuration's in force.
 pub async fn serve(
     listener: TcpListener,
     proxy: Arc<Proxy>,
@@ -103,8 +113,13 @@ pub async fn serve(
         .route("/readyz", get(ready))
         .route("/quitquitquit", post(quit))
         .layer(axum::middleware::from_fn(bounded));
+    let token_required = Admin::needs_token(listener.local_addr()?);
     let app = Router::new()
         .route("/v1/order-ids", post(order_ids))
+        .route_layer(axum::middleware::from_fn_with_state(
+            (proxy.clone(), token_required),
+            bearer,
+        ))
         .merge(bounded_routes)
         .with_state(proxy);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -160,6 +175,55 @@ async fn bounded(
         )
         .into_response(),
     }
+}
+
+/// Lets a request through when the listener is loopback, or when it carries
+/// `Authorization: Bearer <token>` with the configured token (compared in constant time).
+async fn bearer(
+    State((proxy, required)): State<(Arc<Proxy>, bool)>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if !required {
+        return next.run(request).await;
+    }
+    let runtime = proxy.runtime();
+    let Some(token) = &runtime.config.admin.token else {
+        // Only a test can get here: a configuration without a token refuses to start
+        // with a listener that is not loopback (Admin::check).
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the admin port is not on loopback and admin.token_file is not set",
+        )
+        .into_response();
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| bearer_token(v.as_bytes()));
+    match given {
+        None => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer realm=\"routekey-proxy\"")],
+            Json(serde_json::json!({
+                "error": "this port asks for `Authorization: Bearer <token>` (the token of admin.token_file)"
+            })),
+        )
+            .into_response(),
+        Some(given) if token.matches(given) => next.run(request).await,
+        Some(_) => error(StatusCode::FORBIDDEN, "wrong bearer token").into_response(),
+    }
+}
+
+/// The token of an `Authorization` header value `Bearer <token>` (scheme case-insensitive,
+/// RFC 6750 §2.1); `None` for another scheme or an empty token.
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(7)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
 }
 
 async fn metrics(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
@@ -306,5 +370,21 @@ async fn ready(State(proxy): State<Arc<Proxy>>) -> Reply {
         (StatusCode::OK, Json(serde_json::json!({ "ready": true })))
     } else {
         error(StatusCode::SERVICE_UNAVAILABLE, failures.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn the_bearer_scheme_is_read_case_insensitively() {
+        assert_eq!(bearer_token(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"bearer  abc "), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"BEARER abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"Bearer "), None);
+        assert_eq!(bearer_token(b"Basic YWJj"), None);
+        assert_eq!(bearer_token(b"Bearer"), None);
+        assert_eq!(bearer_token(b""), None);
     }
 }

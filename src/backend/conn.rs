@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
-use mysql_common::io::ParseBuf;
 use mysql_common::packets::{HandshakePacket, HandshakeResponse, SslRequest};
 use mysql_common::proto::MySerialize;
 use tokio::net::TcpStream;
@@ -180,8 +179,7 @@ impl BackendConn {
             let e = parse_err(&greeting);
             return Err(unavailable(ds, String::from_utf8_lossy(&e.message)));
         }
-        let handshake: HandshakePacket<'_> = ParseBuf(&greeting)
-            .parse(())
+        let handshake = crate::protocol::packets::parse_greeting(&greeting)
             .map_err(|e| unavailable(ds, format!("bad handshake: {e}")))?;
         let mut caps = base_capabilities() & handshake.capabilities();
         caps |= CapabilityFlags::CLIENT_PROTOCOL_41;
@@ -202,7 +200,8 @@ impl BackendConn {
             auth::plugin_response(&plugin, &nonce, &ds.password).map_err(|e| unavailable(ds, e))?;
         let response = HandshakeResponse::new(
             Some(data),
-            handshake.server_version_parsed().unwrap_or((5, 5, 5)),
+            crate::protocol::packets::server_version_numbers(handshake.server_version_ref())
+                .unwrap_or((5, 5, 5)),
             Some(ds.user.as_bytes()),
             ds.database.as_deref().map(str::as_bytes),
             Some(plugin.clone()),

@@ -26,6 +26,7 @@ const TEXT_KEYS: &[&str] = &[
     "password",
     "password_env",
     "password_file",
+    "token_file",
     "database",
     "server_version",
     "logical_database",

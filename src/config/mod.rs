@@ -120,6 +120,57 @@ pub enum StatementLog {
 pub struct Admin {
     /// Address (default 127.0.0.1:9307).
     pub listen: SocketAddr,
+    /// The bearer token `POST /v1/order-ids` asks for when the port listens on an address
+    /// that is not loopback, read from `admin.token_file` (a mounted Secret; one trailing
+    /// newline dropped) at start and at every reload. `None` without `token_file`, which
+    /// only a loopback `listen` allows (see [`Admin::check`]).
+    pub token: Option<AdminToken>,
+}
+
+impl Admin {
+    /// Whether a listener on `addr` needs the token: any address but a loopback one
+    /// (`0.0.0.0` and `::` included; `::ffff:127.0.0.1` counts as loopback).
+    pub fn needs_token(addr: SocketAddr) -> bool {
+        !addr.ip().to_canonical().is_loopback()
+    }
+
+    /// Refuses a `listen` address that needs a token when no `token_file` gave one. Run
+    /// when the file is validated and again after command-line flags changed `listen`.
+    pub fn check(&self) -> Result<(), String> {
+        if Self::needs_token(self.listen) && self.token.is_none() {
+            return Err(format!(
+                "admin.listen {} is not a loopback address: admin.token_file is required (POST /v1/order-ids then asks for `Authorization: Bearer <token>`)",
+                self.listen
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The admin port's bearer token. Its `Debug` form does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    /// A token; `None` when `text` is empty or only whitespace (an empty Secret is a
+    /// deployment mistake, never a token anyone may send).
+    pub fn new(text: &str) -> Option<Self> {
+        let text = text.trim();
+        (!text.is_empty()).then(|| Self(text.to_owned()))
+    }
+
+    /// Whether `given` is the token, compared in time independent of where they differ
+    /// (`subtle`), so the comparison does not tell a caller how much of a guess was right.
+    pub fn matches(&self, given: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        self.0.as_bytes().ct_eq(given).into()
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(..)")
+    }
 }
 
 /// The MySQL listener.
@@ -569,5 +620,45 @@ impl Config {
     /// The user with this name.
     pub fn user(&self, name: &str) -> Option<&User> {
         self.users.iter().find(|u| u.name == name)
+    }
+}
+
+#[cfg(test)]
+mod admin_tests {
+    use super::{Admin, AdminToken};
+
+    #[test]
+    fn the_token_is_trimmed_compared_whole_and_never_printed() {
+        let token = AdminToken::new(" s3cret\n").unwrap();
+        assert!(token.matches(b"s3cret"));
+        assert!(!token.matches(b"s3cre"));
+        assert!(!token.matches(b"s3cret "));
+        assert!(!token.matches(b""));
+        assert!(AdminToken::new(" \r\n").is_none());
+        assert!(!format!("{token:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn only_loopback_listeners_go_without_a_token() {
+        for (addr, needs) in [
+            ("127.0.0.1:9307", false),
+            ("127.0.0.2:9307", false),
+            ("[::1]:9307", false),
+            ("[::ffff:127.0.0.1]:9307", false),
+            ("0.0.0.0:9307", true),
+            ("[::]:9307", true),
+            ("10.0.0.7:9307", true),
+        ] {
+            assert_eq!(Admin::needs_token(addr.parse().unwrap()), needs, "{addr}");
+        }
+        let open = Admin {
+            listen: "0.0.0.0:9307".parse().unwrap(),
+            token: None,
+        };
+        assert!(
+            open.check()
+                .unwrap_err()
+                .contains("admin.token_file is required")
+        );
     }
 }

@@ -99,12 +99,15 @@ fn default_legacy_sequence_bits() -> u8 {
 pub struct RawAdmin {
     #[serde(default = "default_admin_listen")]
     pub listen: Spanned<String>,
+    #[serde(default)]
+    pub token_file: Option<String>,
 }
 
 impl Default for RawAdmin {
     fn default() -> Self {
         Self {
             listen: default_admin_listen(),
+            token_file: None,
         }
     }
 }

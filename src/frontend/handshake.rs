@@ -103,15 +103,25 @@ pub struct Refusal {
     pub known_user: bool,
 }
 
-/// What the client sent in its HandshakeResponse, owned.
-struct Response {
-    caps: CapabilityFlags,
-    user: String,
-    database: Option<String>,
-    attributes: HashMap<String, String>,
-    collation: u8,
-    token: Vec<u8>,
-    plugin: Option<Plugin>,
+/// What a client's handshake response (`Protocol::HandshakeResponse41`) says, read by
+/// [`parse_response`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientHello {
+    /// The capabilities the client asks for (not yet intersected with the server's).
+    pub caps: CapabilityFlags,
+    /// User name (invalid UTF-8 replaced).
+    pub user: String,
+    /// Database asked for at connect; `None` when absent or empty.
+    pub database: Option<String>,
+    /// Connection attributes (`program_name`, ...); empty when none were sent.
+    pub attributes: HashMap<String, String>,
+    /// Handshake collation id.
+    pub collation: u8,
+    /// The authentication response of the plugin the client opened with.
+    pub token: Vec<u8>,
+    /// That plugin, when the proxy speaks it (none named counts as mysql_native_password);
+    /// `None` for another plugin (the client is switched).
+    pub plugin: Option<Plugin>,
 }
 
 /// Runs the handshake up to the final answer. Returns `Ok(None)` when the client went away
@@ -243,10 +253,13 @@ async fn bad_handshake(
     Ok(None)
 }
 
-fn parse_response(packet: &[u8]) -> Option<Response> {
+/// Reads a client's handshake response payload (the packet after the greeting, without
+/// its 4-byte header). `None` when it is not a handshake response mysql_common can read:
+/// truncated, malformed, or a 32-byte SSL request.
+pub fn parse_response(packet: &[u8]) -> Option<ClientHello> {
     let r: HandshakeResponse<'_> = ParseBuf(packet).parse(()).ok()?;
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    Some(Response {
+    Some(ClientHello {
         caps: r.capabilities(),
         user: text(r.user()),
         database: r.db_name().filter(|d| !d.is_empty()).map(text),
@@ -281,7 +294,7 @@ async fn authenticate(
     cx: &Context<'_>,
     nonce: &[u8; 20],
     user: Option<&User>,
-    response: &Response,
+    response: &ClientHello,
 ) -> Result<Result<(), &'static str>, ProxyError> {
     let plugin = user.map_or(
         response.plugin.unwrap_or(Plugin::MysqlNativePassword),

@@ -473,15 +473,15 @@ impl Session {
 
     /// COM_STMT_SEND_LONG_DATA (no reply): buffered until the next execution.
     pub fn long_data(&mut self, body: &[u8]) {
-        let (Some(id), Some(param)) = (
-            binary::statement_id(body),
-            body.get(4..6)
-                .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]]))),
-        ) else {
+        let Some(binary::LongDataChunk {
+            statement_id: id,
+            param,
+            data: chunk,
+        }) = binary::parse_long_data(body)
+        else {
             return;
         };
         if let Some(s) = self.statements.by_id.get_mut(&id) {
-            let chunk = &body[6..];
             let fits = s.long_data_bytes + chunk.len() <= LONG_DATA_LIMIT;
             if let Some(slot) = s.long_data.get_mut(param) {
                 let data = slot.get_or_insert_with(LongData::default);

@@ -65,6 +65,30 @@ pub fn statement_id(payload: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(payload.get(..4)?.try_into().ok()?))
 }
 
+/// One COM_STMT_SEND_LONG_DATA payload (after the command byte), as read by
+/// [`parse_long_data`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongDataChunk<'a> {
+    /// The client's statement id.
+    pub statement_id: u32,
+    /// 0-based index of the parameter the chunk belongs to.
+    pub param: usize,
+    /// The chunk's bytes (possibly empty).
+    pub data: &'a [u8],
+}
+
+/// Reads a COM_STMT_SEND_LONG_DATA payload: statement id (4 bytes LE), parameter index
+/// (2 bytes LE), then the data. `None` when shorter than 6 bytes (the packet has no reply,
+/// so the caller ignores it, as MySQL does).
+pub fn parse_long_data(payload: &[u8]) -> Option<LongDataChunk<'_>> {
+    let param = payload.get(4..6)?;
+    Some(LongDataChunk {
+        statement_id: statement_id(payload)?,
+        param: usize::from(u16::from_le_bytes([param[0], param[1]])),
+        data: &payload[6..],
+    })
+}
+
 /// Parses a COM_STMT_EXECUTE payload (after the command byte). `param_count` comes from
 /// the prepare; `remembered` are the types of the previous execution (a re-execution may
 /// omit them); `long_data[i]` says a value arrived as long data.
@@ -126,10 +150,14 @@ pub fn parse_execute(
                     let mut p = pos;
                     let n =
                         super::packets::read_lenenc_int(payload, &mut p).ok_or_else(truncated)?;
-                    p - pos + usize::try_from(n).map_err(|_| truncated())?
+                    // A length near 2^64 must not wrap around to a small one.
+                    usize::try_from(n)
+                        .ok()
+                        .and_then(|n| n.checked_add(p - pos))
+                        .ok_or_else(truncated)?
                 }
             };
-            if pos + len > payload.len() {
+            if pos.checked_add(len).is_none_or(|end| end > payload.len()) {
                 return Err(truncated());
             }
             pos += len;
@@ -315,6 +343,35 @@ mod tests {
                 .unwrap_err()
                 .contains("type code 17")
         );
+    }
+
+    #[test]
+    fn a_length_prefix_near_2_pow_64_is_a_truncated_packet() {
+        // Found by the client_packets fuzz target: the length overflowed (a panic in debug
+        // builds, a wrong value range in release ones).
+        let mut p = vec![7, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 253, 0, 0xfe];
+        p.extend_from_slice(&u64::MAX.to_le_bytes());
+        p.extend_from_slice(b"abcdefgh");
+        let e = parse_execute(&p, 1, None, &[false]).unwrap_err();
+        assert!(e.contains("too short"), "{e}");
+        let mut q = vec![7, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 253, 0, 0xfe];
+        q.extend_from_slice(&(u64::MAX - 8).to_le_bytes());
+        assert!(parse_execute(&q, 1, None, &[false]).is_err());
+    }
+
+    #[test]
+    fn long_data_packets_name_statement_parameter_and_chunk() {
+        let chunk = parse_long_data(&[7, 0, 0, 0, 2, 0, b'x', b'y']).unwrap();
+        assert_eq!(
+            chunk,
+            LongDataChunk {
+                statement_id: 7,
+                param: 2,
+                data: b"xy"
+            }
+        );
+        assert_eq!(parse_long_data(&[7, 0, 0, 0, 2, 0]).unwrap().data, b"");
+        assert!(parse_long_data(&[7, 0, 0, 0, 2]).is_none());
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! serializer writes the length and character set in the wrong order).
 
 use mysql_common::constants::{ColumnFlags, ColumnType, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::HandshakePacket;
 
 use crate::rewrite::ResultNames;
 
@@ -194,6 +196,49 @@ pub fn parse_err(payload: &[u8]) -> ServerErr {
     }
 }
 
+/// Reads a server's greeting (`Protocol::HandshakeV10`) with mysql_common, after checking
+/// the one byte its parser cannot take: an auth-plugin-data length of 0x80 to 0x87 makes
+/// mysql_common 0.37 subtract with overflow (a panic where overflow checks are on; found
+/// by the `backend_packets` fuzz target). Real servers send 21 (0 without
+/// CLIENT_PLUGIN_AUTH), so any length above 0x7F is refused as a malformed greeting.
+pub fn parse_greeting(payload: &[u8]) -> Result<HandshakePacket<'_>, String> {
+    // protocol version (1), server version (NUL-terminated), then connection id (4),
+    // scramble part 1 (8), filler (1), capabilities (2), collation (1), status (2),
+    // capabilities (2): the length byte is 20 bytes into the fixed part.
+    let version_end = payload.iter().skip(1).position(|&b| b == 0).map(|p| p + 2);
+    if let Some(&len) = version_end.and_then(|at| payload.get(at + 20)) {
+        if len > 0x7f {
+            return Err(format!("auth-plugin-data length {len} is not a length"));
+        }
+    }
+    ParseBuf(payload).parse(()).map_err(|e| e.to_string())
+}
+
+/// The version numbers at the start of a server version string (`10.11.19-MariaDB`,
+/// `5.5.5-10.11.19-MariaDB`, `8.4.3`): 1-2, 1-2 and 1-3 ASCII digits separated by dots,
+/// what mysql_common's `HandshakePacket::server_version_parsed` reads. That method takes
+/// any Unicode digit (`\d`) and then panics converting one (found by the
+/// `backend_packets` fuzz target), so the proxy reads the numbers here. `None` when the
+/// string does not start with them.
+pub fn server_version_numbers(version: &[u8]) -> Option<(u16, u16, u16)> {
+    let mut numbers = [0u16; 3];
+    let mut rest = version;
+    for (i, (number, most)) in numbers.iter_mut().zip([2, 2, 3]).enumerate() {
+        if i > 0 {
+            rest = rest.strip_prefix(b".")?;
+        }
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 || digits > most {
+            return None;
+        }
+        *number = rest[..digits]
+            .iter()
+            .fold(0, |n, d| n * 10 + u16::from(d - b'0'));
+        rest = &rest[digits..];
+    }
+    Some((numbers[0], numbers[1], numbers[2]))
+}
+
 /// A column definition the proxy builds for its own result sets.
 #[derive(Debug, Clone)]
 pub struct ColumnSpec<'a> {
@@ -317,6 +362,64 @@ pub fn parse_text_row(payload: &[u8], columns: usize) -> Option<Vec<Option<Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A MariaDB 10.11 greeting (CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH) with its
+    /// auth-plugin-data length byte set to `len`.
+    fn greeting(len: u8) -> Vec<u8> {
+        let mut g = vec![10];
+        g.extend_from_slice(b"5.5.5-10.11.19-MariaDB\0");
+        g.extend_from_slice(&7u32.to_le_bytes());
+        g.extend_from_slice(b"abcdefgh\0");
+        g.extend_from_slice(&0xf7feu16.to_le_bytes());
+        g.push(45);
+        g.extend_from_slice(&2u16.to_le_bytes());
+        g.extend_from_slice(&0x81bfu16.to_le_bytes());
+        g.push(len);
+        g.extend_from_slice(&[0; 6]);
+        g.extend_from_slice(&[0; 4]);
+        g.extend_from_slice(b"ijklmnopqrst\0");
+        g.extend_from_slice(b"mysql_native_password\0");
+        g
+    }
+
+    #[test]
+    fn server_versions_are_read_with_ascii_digits_only() {
+        assert_eq!(
+            server_version_numbers(b"5.5.5-10.11.19-MariaDB"),
+            Some((5, 5, 5))
+        );
+        assert_eq!(server_version_numbers(b"8.4.3"), Some((8, 4, 3)));
+        assert_eq!(server_version_numbers(b"11.4.100-log"), Some((11, 4, 100)));
+        // Found by the backend_packets fuzz target: NKo digit eight (U+07C8) after "0.5."
+        // made mysql_common's server_version_parsed panic.
+        assert_eq!(server_version_numbers("0.5.\u{7c8}".as_bytes()), None);
+        assert_eq!(server_version_numbers(b"0.5.0\xdf\x88"), Some((0, 5, 0)));
+        for bad in [
+            &b""[..],
+            b"5.5",
+            b"123.1.1",
+            b"1.1.1234",
+            b"v5.5.5",
+            b"5..5",
+        ] {
+            assert_eq!(server_version_numbers(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn greetings_are_read_and_a_length_byte_mysql_common_would_overflow_on_is_refused() {
+        let ok = greeting(21);
+        let parsed = parse_greeting(&ok).unwrap();
+        assert_eq!(parsed.connection_id(), 7);
+        assert_eq!(parsed.nonce(), b"abcdefghijklmnopqrst");
+        for len in [0x80, 0x84, 0x87, 0xff] {
+            // Found by the backend_packets fuzz target (0x80..=0x87 panicked).
+            let e = parse_greeting(&greeting(len)).unwrap_err();
+            assert!(e.contains("not a length"), "{e}");
+        }
+        assert!(parse_greeting(&ok[..30]).is_err());
+        assert!(parse_greeting(b"").is_err());
+    }
 
     #[test]
     fn lenenc_round_trip() {

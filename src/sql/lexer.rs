@@ -383,7 +383,9 @@ impl<'a> Lexer<'a> {
                     self.unterminated = true;
                     return;
                 }
-                Some(b'\\') if escapes => self.pos += 2,
+                // A backslash as the last byte escapes nothing: the run ends with the text
+                // (tokens never reach past it).
+                Some(b'\\') if escapes => self.pos = (self.pos + 2).min(self.sql.len()),
                 Some(c) if c == quote => {
                     self.pos += 1;
                     if self.peek(0) == Some(quote) {
@@ -666,6 +668,24 @@ mod tests {
         );
         assert!(!nbe.unterminated);
         assert_eq!(nbe.tokens.len(), 6);
+    }
+
+    #[test]
+    fn a_backslash_ending_an_unterminated_string_stays_inside_the_text() {
+        // Found by the sql_analysis fuzz target: the token ended one byte past the text.
+        for sql in [
+            &br"SELECT N'x\"[..],
+            br"SELECT 'ab\",
+            br"SELECT `a\",
+            br"'\",
+        ] {
+            let lexed = lex(sql, LexMode::default());
+            assert!(lexed.unterminated);
+            for t in &lexed.tokens {
+                assert!(t.range.end <= sql.len(), "{t:?} in {} bytes", sql.len());
+                let _ = t.bytes(sql);
+            }
+        }
     }
 
     #[test]

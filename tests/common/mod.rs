@@ -73,9 +73,15 @@ impl Harness {
 
     /// Starts a proxy with `config`.
     pub async fn start_with(config: Config) -> Self {
+        Self::start_with_admin(config, "127.0.0.1:0").await
+    }
+
+    /// Starts a proxy with `config`, its admin port bound to `admin_bind` (an address with
+    /// a port; port 0 for any).
+    pub async fn start_with_admin(config: Config, admin_bind: &str) -> Self {
         check_sandbox().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin_listener = tokio::net::TcpListener::bind(admin_bind).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let admin = admin_listener.local_addr().unwrap();
         let proxy = Proxy::new(config);

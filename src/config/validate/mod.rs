@@ -86,17 +86,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
     };
     user_databases(&c, &users, &sharding, &index)?;
     let issuance = issuance(&c, &raw, &channels, &layout)?;
-    let admin = Admin {
-        listen: raw.admin.listen.get_ref().parse().map_err(|_| {
-            c.at(
-                &raw.admin.listen,
-                format!(
-                    "admin.listen: `{}` is not an IP address with a port",
-                    raw.admin.listen.get_ref()
-                ),
-            )
-        })?,
-    };
+    let admin = admin(&c, &raw)?;
     let cache = cache(&c, &raw)?;
     Ok(Config {
         server,
@@ -116,6 +106,33 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         },
         overrides: Vec::new(),
     })
+}
+
+/// `[admin]`: the address, and the token from `token_file` (required unless the address
+/// is loopback).
+fn admin(c: &Checker, raw: &RawConfig) -> Result<Admin, ConfigError> {
+    let listen = raw.admin.listen.get_ref().parse().map_err(|_| {
+        c.at(
+            &raw.admin.listen,
+            format!(
+                "admin.listen: `{}` is not an IP address with a port",
+                raw.admin.listen.get_ref()
+            ),
+        )
+    })?;
+    let token = match &raw.admin.token_file {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| c.err(None, format!("admin.token_file: cannot read {path}: {e}")))?;
+            let token = AdminToken::new(&text)
+                .ok_or_else(|| c.err(None, format!("admin.token_file: {path} is empty")))?;
+            Some(token)
+        }
+    };
+    let admin = Admin { listen, token };
+    admin.check().map_err(|e| c.at(&raw.admin.listen, e))?;
+    Ok(admin)
 }
 
 fn issuance(
