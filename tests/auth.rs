@@ -121,12 +121,7 @@ async fn password_hashes_in_the_mysql_user_forms_log_in() {
 
 /// `routekey_login_failures_total` by user, from /metrics.
 async fn failures(h: &Harness, user: &str) -> u64 {
-    let text = reqwest::get(format!("http://{}/metrics", h.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = h.metrics_text().await;
     let prefix = format!("routekey_login_failures_total{{user=\"{user}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&prefix))

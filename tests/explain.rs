@@ -121,12 +121,7 @@ async fn counters(h: &Harness, c: &mut Conn) -> Vec<String> {
         .into_iter()
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
-    let text = reqwest::get(format!("http://{}/metrics", h.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = h.metrics_text().await;
     let watched = [
         "route_resolutions",
         "decode_failures",

@@ -16,12 +16,7 @@ use mysql_async::prelude::*;
 /// The samples of one scrape, by metric name and label set (`name{a="x",b="y"}` ->
 /// value); histograms give their `_count` and `_sum`.
 async fn scrape(h: &Harness) -> HashMap<String, f64> {
-    let text = reqwest::get(format!("http://{}/metrics", h.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = h.metrics_text().await;
     let lines = text.lines().map(|l| Ok(l.to_owned()));
     let parsed = prometheus_parse::Scrape::parse(lines).expect("Prometheus text format");
     let mut out = HashMap::new();
@@ -565,12 +560,7 @@ async fn every_metric_the_dashboard_and_the_docs_use_is_exported() {
     let _: Option<u64> = c.query_first("SELECT NEXT_ORDER_ID()").await.unwrap();
     // A read without an order id (a scatter over every shard).
     let _: Option<u64> = c.query_first("SELECT COUNT(*) FROM t_order").await.unwrap();
-    let text = reqwest::get(format!("http://{}/metrics", h.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = h.metrics_text().await;
     let exported: std::collections::HashSet<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

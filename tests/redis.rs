@@ -123,12 +123,7 @@ async fn an_index_answer_goes_to_redis_and_a_second_proxy_reads_it_without_the_i
     assert_eq!(stat(&shown, "redis_error"), Some(0), "{shown:?}");
     assert_eq!(stat(&shown, "redis_skipped"), Some(0), "{shown:?}");
     // And on /metrics.
-    let metrics = reqwest::get(format!("http://{}/metrics", b.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = b.metrics_text().await;
     for line in [
         "routekey_cache_redis_requests_total{result=\"hit\"} 1",
         "routekey_cache_redis_requests_total{result=\"miss\"} 0",

@@ -92,25 +92,7 @@ pub async fn serve(proxy: Arc<Proxy>, transport: ClientStream, peer: Peer) {
     }
     session.tls = login.tls;
     tracing::debug!(connection = id, user = %session.user(), "client connected");
-    let welcome = match &login.database {
-        Some(db) => session.select_database(db).await,
-        None => Ok(()),
-    };
-    let welcome = match welcome {
-        Ok(()) => session.apply_ignore_space().await,
-        Err(e) => Err(e),
-    };
-    let sent = match welcome {
-        Ok(()) => client.ok(&OkInfo {
-            status: session.status(),
-            ..Default::default()
-        }),
-        Err(e) => client.error(&e),
-    };
-    if sent.is_err()
-        || client.flush().await.is_err()
-        || login.database.is_some() && session.database().is_none()
-    {
+    if !welcome(&mut session, &mut client, login.database.as_deref()).await {
         session.txn.release_all().await;
         return;
     }
@@ -142,6 +124,29 @@ pub async fn serve(proxy: Arc<Proxy>, transport: ClientStream, peer: Peer) {
     }
     session.txn.release_all().await;
     tracing::debug!(connection = id, "client disconnected");
+}
+
+/// The login's last step: the database asked for at connect (1044 outside the user's
+/// scope), then OK. `false` when the connection ends here (the error has been sent).
+async fn welcome(session: &mut Session, client: &mut Client, database: Option<&str>) -> bool {
+    let welcome = match database {
+        Some(db) => session.select_database(db).await,
+        None => Ok(()),
+    };
+    let welcome = match welcome {
+        Ok(()) => session.apply_ignore_space().await,
+        Err(e) => Err(e),
+    };
+    let sent = match welcome {
+        Ok(()) => client.ok(&OkInfo {
+            status: session.status(),
+            ..Default::default()
+        }),
+        Err(e) => client.error(&e),
+    };
+    sent.is_ok()
+        && client.flush().await.is_ok()
+        && (database.is_none() || session.database().is_some())
 }
 
 /// Tells the client whether it is in, after the failed-login delay of its (address, user)

@@ -140,6 +140,16 @@ impl Harness {
         }
     }
 
+    /// The admin port's `/metrics` page (Prometheus text format).
+    pub async fn metrics_text(&self) -> String {
+        reqwest::get(format!("http://{}/metrics", self.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Stops the proxy.
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
