@@ -98,6 +98,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 PROXY_CONFIG="$("$REPO_ROOT/scripts/demo-config.sh")"
+# The proxy listens on a Unix socket too (server.socket), for the socket checks.
+PROXY_SOCKET="$SANDBOX_DIR/client-tests.sock"
 log "starting the proxy on 127.0.0.1:$PROXY_PORT with $PROXY_CONFIG (log: $PROXY_LOG)"
 : >"$PROXY_LOG"
 # No inherited pipes beyond the log file (CI waits for open pipes to close); the subshell
@@ -109,7 +111,7 @@ log "starting the proxy on 127.0.0.1:$PROXY_PORT with $PROXY_CONFIG (log: $PROXY
             exec {fd}>&-
         fi
     done
-    NO_COLOR=1 exec "$PROXY_BIN" --config "$PROXY_CONFIG" --listen "127.0.0.1:$PROXY_PORT" --admin-listen 127.0.0.1:0
+    NO_COLOR=1 ROUTEKEY_SERVER__SOCKET="$PROXY_SOCKET" exec "$PROXY_BIN" --config "$PROXY_CONFIG" --listen "127.0.0.1:$PROXY_PORT" --admin-listen 127.0.0.1:0
 ) </dev/null >>"$PROXY_LOG" 2>&1 &
 proxy_pid=$!
 
@@ -145,7 +147,7 @@ for suite_run in "$REPO_ROOT"/tests/clients/*/run.sh; do
     fi
     log "client suite $suite"
     ROUTEKEY_PROXY_PORT="$PROXY_PORT" ROUTEKEY_DS0_PORT="$DS0_PORT" ROUTEKEY_DS1_PORT="$DS1_PORT" \
-    ROUTEKEY_SANDBOX_DIR="$SANDBOX_DIR" ROUTEKEY_VENV="$VENV" \
+    ROUTEKEY_SANDBOX_DIR="$SANDBOX_DIR" ROUTEKEY_VENV="$VENV" ROUTEKEY_PROXY_SOCKET="$PROXY_SOCKET" \
         bash "$suite_run" </dev/null || { log "client suite $suite FAILED"; rc=1; }
 done
 

@@ -179,12 +179,36 @@ def cli_checks():
           r.stdout + r.stderr)
 
 
+def socket_checks():
+    """The proxy's Unix socket (server.socket): a local client, secure, named localhost."""
+    path = os.environ.get("ROUTEKEY_PROXY_SOCKET")
+    check("the proxy listens on a Unix socket", bool(path) and os.path.exists(path), path)
+    conn = pymysql.connect(unix_socket=path, user="app", password="app", database="orders")
+    cur = conn.cursor()
+    cur.execute("SELECT COUNT(*) FROM t_order")
+    check("pymysql unix_socket: statements work", cur.fetchone()[0] == 1500)
+    cur.execute("SHOW PROCESSLIST")
+    hosts = {row[2] for row in cur.fetchall()}
+    check("pymysql unix_socket: the session's host is localhost", "localhost" in hosts, hosts)
+    conn.close()
+    conn = pymysql.connect(unix_socket=path, user="app_tls", password="app", database="orders")
+    check("pymysql unix_socket: a require_tls user may log in (the socket is secure)",
+          conn.open)
+    conn.close()
+    r = subprocess.run(["mariadb", "--no-defaults", "--socket=" + path, "-uapp_sha2", "-papp",
+                        "-N", "-B", "orders", "-e", "SELECT COUNT(*) FROM t_order"],
+                       capture_output=True, text=True, timeout=30)
+    check("mariadb CLI --socket, caching_sha2 in clear over the socket",
+          r.returncode == 0 and r.stdout.strip() == "1500", r.stdout + r.stderr)
+
+
 def main():
     run("pymysql caching_sha2 RSA", pymysql_sha2_rsa_first)
     run("pymysql TLS", pymysql_tls)
     run("pymysql refusals", pymysql_refusals)
     run("mysql-connector", connector_checks)
     run("mariadb CLI", cli_checks)
+    run("unix socket", socket_checks)
     print("security: %d failed" % len(FAILED))
     sys.exit(1 if FAILED else 0)
 
