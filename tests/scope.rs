@@ -359,6 +359,51 @@ async fn a_reload_that_takes_a_database_away_refuses_it_at_once() {
     h.stop().await;
 }
 
+/// Found by attacking the scope: text the proxy once read differently from MariaDB
+/// (comments, ODBC joins, backquoted names) hid a table of another database.
+#[tokio::test]
+async fn text_read_as_mariadb_reads_it_hides_no_table() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut c = h.client().await;
+    for sql in [
+        "SELECT 1 /*!050800 ' */ , (SELECT COUNT(*) FROM orders_ref.t_order) -- '",
+        "SELECT 1 /*M!999999 /* */ ' */ , (SELECT COUNT(*) FROM orders_ref.t_order) -- '",
+        "SELECT 1 --\x7f '\n, (SELECT COUNT(*) FROM orders_ref.t_order) -- '",
+        "SELECT * FROM {OJ orders_ref.t_order LEFT OUTER JOIN t_merchant ON 1=0} LIMIT 1",
+    ] {
+        assert_eq!(refusal(&mut c, sql).await.0, 1142, "{sql}");
+    }
+    // A backquoted system variable is tracked like a bare one: the proxy then reads
+    // "orders_ref"."t_order" as the server does.
+    exec(&mut c, "SET `sql_mode` = 'ANSI_QUOTES'").await;
+    let sql = "SELECT COUNT(*) FROM \"orders_ref\".\"t_order\" LOCK IN SHARE MODE";
+    assert_eq!(refusal(&mut c, sql).await.0, 1142);
+    let e = c
+        .query_drop("SET `character_set_client` = sjis")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("1115"), "{e}");
+    assert_eq!(
+        refusal(&mut c, "SELECT `load_file`('/etc/hostname')")
+            .await
+            .0,
+        1227
+    );
+    // With information_schema current, its views are the proxy's in every position.
+    exec(&mut c, "USE information_schema").await;
+    let hosts: Vec<String> = c
+        .query("SELECT p.HOST FROM (SELECT 1) x STRAIGHT_JOIN PROCESSLIST p")
+        .await
+        .unwrap();
+    assert_eq!(hosts, ["127.0.0.1"], "this session only");
+    let schemas: Vec<String> = c
+        .query("SELECT DISTINCT t.TABLE_SCHEMA FROM (TABLES t) ORDER BY 1")
+        .await
+        .unwrap();
+    assert_eq!(schemas, ["information_schema", "orders"]);
+    h.stop().await;
+}
+
 #[test]
 fn naming_the_proxys_own_databases_is_a_configuration_error() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml");

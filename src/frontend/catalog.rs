@@ -172,12 +172,11 @@ pub fn view_refs(sql: &[u8], lexed: &Lexed, in_information_schema: bool) -> Vec<
             }
             tokens[i - 2].range.start
         } else {
-            // Unqualified: only as a table after FROM, JOIN or a comma of a FROM list.
-            let after_from = i >= 1
-                && (tokens[i - 1].is_word(sql, "from")
-                    || tokens[i - 1].is_word(sql, "join")
-                    || tokens[i - 1].is_punct(sql, ","));
-            if !in_information_schema || !after_from {
+            // Unqualified, with information_schema the current database: wherever it
+            // stands (after FROM, JOIN, STRAIGHT_JOIN, a parenthesis, TABLE, ...), so no
+            // form reaches the backend's own view. A name that is no table there makes a
+            // statement the server refuses, never one that reads the backend's view.
+            if !in_information_schema {
                 continue;
             }
             tokens[i].range.start

@@ -159,8 +159,10 @@ impl Scope {
 }
 
 /// Words after which a qualified name is a table (or view, sequence, routine) reference.
-const TABLE_WORDS: [&str; 35] = [
+const TABLE_WORDS: [&str; 36] = [
     "from",
+    // ODBC's `{OJ t1 LEFT OUTER JOIN t2 ON ...}`, which MariaDB reads.
+    "oj",
     "join",
     "straight_join",
     "into",

@@ -38,20 +38,34 @@ impl Default for LexMode {
 
 impl LexMode {
     /// Whether MariaDB runs the content of `/*!NNNNN ...*/` or `/*M!NNNNNN ...*/`: always
-    /// without a version; MySQL versions (5 digits) below 5.7 only; MariaDB versions
-    /// (6 digits, and every `/*M!`) up to its own.
-    pub fn runs_versioned_comment(
-        &self,
-        mariadb_only: bool,
-        version: Option<u32>,
-        digits: usize,
-    ) -> bool {
+    /// without a version; else when the version is at most the server's, except `/*!`
+    /// versions 50700-99999 (MySQL's, skipped). As MariaDB's lexer (sql_lex.cc) reads it:
+    /// 5 digits, or 6 when the sixth is a digit, as a number, so `/*!050800` is 50800.
+    pub fn runs_versioned_comment(&self, mariadb_only: bool, version: Option<u32>) -> bool {
         match version {
             None => true,
-            Some(v) if !mariadb_only && digits == 5 => v < 50700,
+            Some(v) if !mariadb_only && (50700..=99999).contains(&v) => false,
             Some(v) => v <= self.server_version,
         }
     }
+}
+
+/// Where the `*/` closing a comment body starts, as MariaDB's `consume_comment` finds it:
+/// with `nesting` left, a `/*` inside opens a nested comment that its own `*/` closes.
+fn comment_close(body: &[u8], nesting: usize) -> Option<usize> {
+    let mut i = 0;
+    while i + 1 < body.len() {
+        if nesting > 0 && body[i] == b'/' && body[i + 1] == b'*' {
+            let nested = comment_close(&body[i + 2..], nesting - 1)?;
+            i += 2 + nested + 2;
+            continue;
+        }
+        if body[i] == b'*' && body[i + 1] == b'/' {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 /// What a token is.
@@ -239,7 +253,11 @@ impl<'a> Lexer<'a> {
                 b'#' => {
                     self.skip_line_comment(start, 1, on_comment);
                 }
-                b'-' if self.peek(1) == Some(b'-') && self.peek(2).is_none_or(|c| c <= b' ') => {
+                // `--` then a space or a control character (MariaDB's my_isspace/my_iscntrl:
+                // DEL included) starts a comment.
+                b'-' if self.peek(1) == Some(b'-')
+                    && self.peek(2).is_none_or(|c| c <= b' ' || c == 0x7f) =>
+                {
                     self.skip_line_comment(start, 2, on_comment);
                 }
                 b'/' if self.peek(1) == Some(b'*') => {
@@ -294,25 +312,21 @@ impl<'a> Lexer<'a> {
                 while self.sql.get(end).is_some_and(u8::is_ascii_digit) && end - digits_start < 6 {
                     end += 1;
                 }
-                let digits = end - digits_start;
                 let version = std::str::from_utf8(&self.sql[digits_start..end])
                     .ok()
                     .and_then(|v| v.parse().ok());
-                if self
-                    .mode
-                    .runs_versioned_comment(prefix == 2, version, digits)
-                {
+                if self.mode.runs_versioned_comment(prefix == 2, version) {
                     self.pos = end;
                     self.in_exec_comment = true;
                     return Some(self.token(TokenKind::ExecCommentOpen, start));
                 }
-                // A version the server skips: a plain comment.
+                // A version the server skips: a comment in which MariaDB allows one nested
+                // `/* */` (consume_comment(lip, 1)).
             }
         }
-        let close = self.sql[after..]
-            .windows(2)
-            .position(|w| w == b"*/")
-            .map(|p| after + p);
+        let skipped_versioned = exec_prefix.is_some() && !self.in_exec_comment;
+        let close =
+            comment_close(&self.sql[after..], usize::from(skipped_versioned)).map(|p| after + p);
         let (body_end, end) = match close {
             Some(c) => (c, c + 2),
             None => {
@@ -628,6 +642,27 @@ mod tests {
         assert!(!skipped("1 /*M!100100 AND x */"));
         assert!(skipped("1 /*M!110000 AND x */"));
         assert!(!skipped("1 /*! AND x */"));
+        // Six digits read as a number: 050800 is MySQL's 5.8, skipped like 50800.
+        assert!(skipped("1 /*!050800 AND x */"));
+        assert!(!skipped("1 /*!050000 AND x */"));
+    }
+
+    #[test]
+    fn comments_end_where_mariadb_ends_them() {
+        // A skipped versioned comment holds one nested `/* */`: the quote is inside it.
+        let sql = "SELECT 1 /*M!999999 /* */ ' */ , 2 -- '";
+        let k = kinds(sql);
+        assert_eq!(k.len(), 4, "{k:?}");
+        assert!(
+            k.iter().all(|(kind, _)| *kind != TokenKind::String),
+            "{k:?}"
+        );
+        // A plain comment does not nest.
+        assert_eq!(kinds("SELECT /* /* */ 1").len(), 2);
+        // `--` then DEL is a comment, as MariaDB's my_iscntrl says.
+        let sql = b"SELECT 1 --\x7f '\n, 2 -- '";
+        let lexed = lex(sql, LexMode::default());
+        assert_eq!(lexed.tokens.len(), 4, "SELECT 1 , 2");
     }
 
     #[test]

@@ -276,7 +276,20 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMod
         "use" if n == 2 => Command::Use(name_at(1).unwrap_or_default()),
         "xa" => Command::Xa,
         "kill" => {
-            let query_only = w(1) == "query";
+            // KILL [HARD | SOFT] [CONNECTION | QUERY [ID]] id: the proxy ends its own
+            // sessions (the kill is always hard); a query id is the backend's, not one of
+            // the proxy's connection ids.
+            let verb = if w(1) == "hard" || w(1) == "soft" {
+                2
+            } else {
+                1
+            };
+            if w(verb) == "query" && w(verb + 1) == "id" {
+                return Command::Refused(
+                    "KILL QUERY ID (it takes a backend query id; the proxy kills by its own connection ids: KILL QUERY <connection id>)".to_owned(),
+                );
+            }
+            let query_only = w(verb) == "query";
             let own = tokens.windows(3).any(|t| {
                 t[0].is_word(sql, "connection_id")
                     && t[1].is_punct(sql, "(")
@@ -432,9 +445,15 @@ fn administrative(sql: &[u8], tokens: &[Token], words: &[String]) -> Option<Stri
     }) {
         return Some("SELECT ... INTO OUTFILE".to_owned());
     }
+    // A function name may be backquoted (`` `load_file`(...) ``): the server calls it all
+    // the same.
     tokens
         .windows(2)
-        .any(|p| p[0].is_word(sql, "load_file") && p[1].is_punct(sql, "("))
+        .any(|p| {
+            matches!(p[0].kind, TokenKind::Word | TokenKind::QuotedIdent)
+                && ident_text(sql, &p[0], LexMode::default()).eq_ignore_ascii_case("load_file")
+                && p[1].is_punct(sql, "(")
+        })
         .then(|| "LOAD_FILE()".to_owned())
 }
 
@@ -728,11 +747,12 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
     let Some(first) = tokens.first() else {
         return SetItem::Other;
     };
+    // A name may be backquoted (`` SET `sql_mode` = ... ``): the server reads it the same.
     let word = |i: usize| {
         tokens
             .get(i)
-            .filter(|t| t.kind == TokenKind::Word)
-            .map(|t| String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase())
+            .filter(|t| matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent))
+            .map(|t| ident_text(sql, t, mode).to_ascii_lowercase())
             .unwrap_or_default()
     };
     match first.kind {
@@ -752,7 +772,11 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
             return SetItem::UserVar(format!("@{}", name.to_lowercase()));
         }
         TokenKind::SystemVariable => {
-            let text = String::from_utf8_lossy(&first.bytes(sql)[2..]).to_ascii_lowercase();
+            let mut text = String::from_utf8_lossy(&first.bytes(sql)[2..]).to_ascii_lowercase();
+            // `@@session.`sql_mode``: the name after the scope is a token of its own.
+            if text.ends_with('.') {
+                text.push_str(&word(1));
+            }
             return match text.split_once('.') {
                 Some(("global" | "persist" | "persist_only", name)) => {
                     SetItem::GlobalVar(name.to_owned())
@@ -784,7 +808,7 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
             SetItem::Administrative(format!("SET {}", word(0).to_ascii_uppercase()))
         }
         "default" if word(1) == "role" => SetItem::Administrative("SET DEFAULT ROLE".to_owned()),
-        _ if first.kind == TokenKind::Word
+        _ if matches!(first.kind, TokenKind::Word | TokenKind::QuotedIdent)
             && tokens
                 .get(1)
                 .is_some_and(|t| t.is_punct(sql, "=") || t.is_punct(sql, ":=")) =>

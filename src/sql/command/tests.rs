@@ -140,6 +140,55 @@ fn show_and_describe() {
             own: false
         }
     );
+    // HARD and SOFT change nothing for the proxy; QUERY still means the statement only.
+    assert_eq!(
+        cmd("KILL HARD QUERY 12"),
+        Command::Kill {
+            query_only: true,
+            id: Some(12),
+            own: false
+        }
+    );
+    assert_eq!(
+        cmd("kill soft connection 7"),
+        Command::Kill {
+            query_only: false,
+            id: Some(7),
+            own: false
+        }
+    );
+    assert!(matches!(cmd("KILL QUERY ID 12"), Command::Refused(_)));
+}
+
+#[test]
+fn backquoted_names_are_read_as_the_server_reads_them() {
+    assert!(matches!(
+        cmd("SELECT `load_file`('/etc/hostname')"),
+        Command::Administrative(_)
+    ));
+    assert!(matches!(
+        cmd("SELECT `LOAD_FILE` ('/etc/hostname')"),
+        Command::Administrative(_)
+    ));
+    let Command::Set(items) =
+        cmd("SET `sql_mode` = 'ANSI_QUOTES', @@session.`time_zone` = '+00:00'")
+    else {
+        panic!("a SET");
+    };
+    assert_eq!(
+        items,
+        vec![
+            SetItem::SessionVar("sql_mode".into()),
+            SetItem::SessionVar("time_zone".into())
+        ]
+    );
+    let Command::Set(items) = cmd("SET `character_set_client` = sjis") else {
+        panic!("a SET");
+    };
+    assert_eq!(
+        items,
+        vec![SetItem::SessionVar("character_set_client".into())]
+    );
 }
 
 #[test]
