@@ -131,11 +131,15 @@ fn main() -> ExitCode {
             .init(),
     }
     let result = match cli.command.unwrap_or(Cmd::Serve) {
+        // The TLS certificate, key and RSA key are read too: `serve` would refuse to start
+        // without them.
         Cmd::CheckConfig { file } => Config::load(file.as_deref().unwrap_or(&cli.config))
-            .map(|c| {
+            .map_err(|e| e.to_string())
+            .and_then(|c| {
+                routekey_proxy::frontend::tls::ClientSecurity::load(&c.server)?;
                 println!("{}", tools::config_summary(&c));
-            })
-            .map_err(|e| e.to_string()),
+                Ok(())
+            }),
         Cmd::Decode { id } => {
             load(&cli.config).and_then(|c| tools::decode(&c, &id).map(|text| println!("{text}")))
         }
@@ -182,9 +186,13 @@ fn main() -> ExitCode {
             let (listen, admin_listen) = (cli.listen.clone(), cli.admin_listen.clone());
             let flags: process::Flags = std::sync::Arc::new(move |c: &mut Config| {
                 if let Some(listen) = &listen {
-                    c.server.listen = Some(listen.parse().map_err(|_| {
-                        format!("--listen: `{listen}` is not an address with a port")
-                    })?);
+                    c.server.listen = match listen.as_str() {
+                        // No TCP listener, as `listen = ""`: the Unix socket only.
+                        "" if c.server.socket.is_some() => None,
+                        _ => Some(listen.parse().map_err(|_| {
+                            format!("--listen: `{listen}` is not an address with a port (\"\" only with server.socket)")
+                        })?),
+                    };
                 }
                 if let Some(listen) = &admin_listen {
                     c.admin.listen = listen.parse().map_err(|_| {
