@@ -314,3 +314,41 @@ async fn ssl_is_offered_only_with_a_certificate_and_a_request_without_one_gets_1
     assert!(message.contains("no TLS certificate"), "{message}");
     h.stop().await;
 }
+
+/// `check-config` reads the certificate, key and RSA key as `serve` does: a file that
+/// passes it starts, one naming a missing certificate fails it with the path.
+#[test]
+fn check_config_reads_the_tls_files() {
+    let dir = std::env::temp_dir().join(format!("routekey-tls-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let demo =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml")).unwrap();
+    let check = |text: String| {
+        let config = dir.join("routekey.toml");
+        std::fs::write(&config, text).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_routekey-proxy"))
+            .arg("check-config")
+            .arg(&config)
+            .output()
+            .unwrap()
+    };
+    let good = check(demo.replace("\".sandbox/tls/", &format!("\"{}/", tls_dir())));
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let missing = dir.join("nowhere/server.pem");
+    let bad = check(
+        demo.replace("\".sandbox/tls/", &format!("\"{}/", tls_dir()))
+            .replacen(
+                &format!("{}/server.pem", tls_dir()),
+                &missing.display().to_string(),
+                1,
+            ),
+    );
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success(), "a missing certificate must fail");
+    assert!(stderr.contains("server.tls_cert_file"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
