@@ -342,6 +342,7 @@ final class SessionChecks extends ProxyClientSuite {
                     String sql = (String) q[0];
                     boolean sharded = (Boolean) q[1];
                     String[] res = new String[2];
+                    long[] took = new long[2];
                     List<Future<?>> fs = new ArrayList<>();
                     for (int side = 0; side < 2; side++) {
                         int sd = side;
@@ -360,15 +361,17 @@ final class SessionChecks extends ProxyClientSuite {
                             } catch (SQLException e) {
                                 res[sd] = "error " + code(e) + " (" + e.getClass().getSimpleName() + ")";
                             }
-                            long ms = (System.nanoTime() - t0) / 1_000_000;
-                            res[sd] += ms < 2500 ? " within 2.5 s" : " after " + ms + " ms";
+                            took[sd] = (System.nanoTime() - t0) / 1_000_000;
                             return null;
                         }));
                     }
                     for (Future<?> f : fs) {
                         f.get(20, TimeUnit.SECONDS);
                     }
-                    expect(res[0].equals(res[1]), sql + " with setQueryTimeout(1) (" + c.props + (sharded ? ", " + o : "") + "): direct MariaDB " + res[1] + ", proxy " + res[0]);
+                    // The same outcome; the proxy interrupts within 2.5 s, or no later than
+                    // MariaDB itself did on a machine too busy for that (its timer thread late).
+                    boolean inTime = took[0] < 2500 || took[0] <= took[1] + 500;
+                    expect(res[0].equals(res[1]) && inTime, sql + " with setQueryTimeout(1) (" + c.props + (sharded ? ", " + o : "") + "): direct MariaDB " + res[1] + " after " + took[1] + " ms, proxy " + res[0] + " after " + took[0] + " ms");
                     expectUsable(c.p, "a query timeout");
                 }
             }
