@@ -248,32 +248,7 @@ async fn command(
             }
         }
         c if Session::statement_command(c).is_some() => {
-            let outcome = match Session::statement_command(c).expect("matched") {
-                Command::COM_STMT_PREPARE => {
-                    let started = std::time::Instant::now();
-                    let result = session.prepare_statement(client, body).await;
-                    let metrics = &session.proxy.metrics;
-                    metrics.count_statement("prepare", result.is_ok(), started);
-                    result
-                }
-                Command::COM_STMT_EXECUTE => session.execute_statement(client, body).await,
-                Command::COM_STMT_RESET => session.reset_statement(client, body),
-                Command::COM_STMT_FETCH => Err(session.fetch(body)),
-                Command::COM_STMT_CLOSE => {
-                    session.close_statement(body);
-                    return Ok(Next::Continue);
-                }
-                _ => {
-                    session.long_data(body);
-                    return Ok(Next::Continue);
-                }
-            };
-            if let Err(e) = outcome {
-                reply_error(session, client, &e)?;
-                if session.txn.lost().is_some() {
-                    return Err(ProxyError::ClientGone("transaction lost".into()));
-                }
-            }
+            prepared_statement_command(session, client, c, body).await?;
         }
         _ => {
             let e = ProxyError::client(
@@ -285,6 +260,43 @@ async fn command(
         }
     }
     Ok(Next::Continue)
+}
+
+/// A COM_STMT_* command: prepare, execute, reset, fetch, close, send long data. `Err`
+/// means the client connection is gone (or must go: its transaction was lost).
+async fn prepared_statement_command(
+    session: &mut Session,
+    client: &mut Client,
+    code: u8,
+    body: &[u8],
+) -> Result<(), ProxyError> {
+    let outcome = match Session::statement_command(code).expect("a COM_STMT_* command") {
+        Command::COM_STMT_PREPARE => {
+            let started = std::time::Instant::now();
+            let result = session.prepare_statement(client, body).await;
+            let metrics = &session.proxy.metrics;
+            metrics.count_statement("prepare", result.is_ok(), started);
+            result
+        }
+        Command::COM_STMT_EXECUTE => session.execute_statement(client, body).await,
+        Command::COM_STMT_RESET => session.reset_statement(client, body),
+        Command::COM_STMT_FETCH => Err(session.fetch(body)),
+        Command::COM_STMT_CLOSE => {
+            session.close_statement(body);
+            return Ok(());
+        }
+        _ => {
+            session.long_data(body);
+            return Ok(());
+        }
+    };
+    if let Err(e) = outcome {
+        reply_error(session, client, &e)?;
+        if session.txn.lost().is_some() {
+            return Err(ProxyError::ClientGone("transaction lost".into()));
+        }
+    }
+    Ok(())
 }
 
 /// `10.11.19-MariaDB` (or `5.5.5-10.11.19-MariaDB`) as MariaDB numbers versions: 101119.
