@@ -8,6 +8,11 @@ use clap::{Parser, Subcommand};
 use routekey_proxy::config::Config;
 use routekey_proxy::{legacy, process, tools};
 
+/// mimalloc: per-thread free lists without glibc's arena locks; it took the allocator from
+/// about 6% of the proxy's samples under sysbench to ... (docs/performance.md, experiments).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A MySQL-protocol sharding proxy that routes order-table statements by the route key
 /// embedded in order ids.
 #[derive(Parser)]

@@ -30,7 +30,7 @@ pub struct SessionHandle {
     pub user: String,
     /// The client's host and port, as `SHOW PROCESSLIST` gives it.
     pub host: String,
-    activity: Mutex<Activity>,
+    activity: Mutex<ActivityState>,
     running: Mutex<Option<Running>>,
     killed: AtomicBool,
     draining: AtomicBool,
@@ -50,22 +50,53 @@ pub struct Activity {
     pub since: std::time::Instant,
 }
 
+/// [`Activity`] as it is kept: the statement's bytes in a buffer reused from statement to
+/// statement, so recording one allocates nothing; text is made when someone asks.
+#[derive(Debug)]
+struct ActivityState {
+    database: Option<String>,
+    command: &'static str,
+    info: Option<Vec<u8>>,
+    /// The buffer `info` had, kept for the next statement.
+    spare: Vec<u8>,
+    since: std::time::Instant,
+}
+
 impl SessionHandle {
     /// What the session does now.
     pub fn activity(&self) -> Activity {
-        self.activity
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let a = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        Activity {
+            database: a.database.clone(),
+            command: a.command,
+            info: a
+                .info
+                .as_ref()
+                .map(|i| String::from_utf8_lossy(i).into_owned()),
+            since: a.since,
+        }
     }
 
     /// Records that the session runs a statement (`Some((command, text))`: `Query` or
     /// `Execute`) or waits for the next (`None`), in database `database`.
     pub fn set_activity(&self, database: Option<&str>, statement: Option<(&'static str, &[u8])>) {
         let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
-        activity.database = database.map(str::to_owned);
+        if activity.database.as_deref() != database {
+            activity.database = database.map(str::to_owned);
+        }
         activity.command = statement.map_or("Sleep", |(command, _)| command);
-        activity.info = statement.map(|(_, s)| String::from_utf8_lossy(s).into_owned());
+        let mut buf = match activity.info.take() {
+            Some(buf) => buf,
+            None => std::mem::take(&mut activity.spare),
+        };
+        buf.clear();
+        match statement {
+            Some((_, text)) => {
+                buf.extend_from_slice(text);
+                activity.info = Some(buf);
+            }
+            None => activity.spare = buf,
+        }
         activity.since = std::time::Instant::now();
     }
 
@@ -121,10 +152,11 @@ impl Registry {
             id,
             user: user.to_owned(),
             host: host.to_owned(),
-            activity: Mutex::new(Activity {
+            activity: Mutex::new(ActivityState {
                 database: None,
                 command: "Sleep",
                 info: None,
+                spare: Vec::new(),
                 since: std::time::Instant::now(),
             }),
             running: Mutex::new(None),

@@ -130,3 +130,48 @@ async fn kill_query_of_another_session_stops_its_statement_on_the_right_backend_
         "the killed connection is closed"
     );
 }
+
+/// Rows of megabytes are passed on as they arrive (not read whole first): whole, in order,
+/// in both protocols, including one row of exactly one full chunk (an empty chunk ends it) and
+/// one of two chunks; the session goes on in step after them.
+#[tokio::test]
+async fn rows_of_megabytes_pass_whole_in_text_and_binary_protocol() {
+    use mysql_async::prelude::*;
+    let h = Harness::start().await;
+    let opts = mysql_async::OptsBuilder::from_opts(h.opts()).max_allowed_packet(Some(64 << 20));
+    let mut c = mysql_async::Conn::new(opts).await.unwrap();
+    // 16777211 bytes and a 4-byte length: a row packet of exactly 0xFFFFFF bytes.
+    let text = "SELECT 1, REPEAT('a', 300000), '' UNION ALL SELECT 2, REPEAT('b', 16777211), '' \
+                UNION ALL SELECT 3, REPEAT('c', 9000000), REPEAT('d', 9000000) \
+                UNION ALL SELECT 4, 'small', 'row'";
+    let rows: Vec<(u32, String, String)> = c.query(text).await.unwrap();
+    let shapes: Vec<_> = rows
+        .iter()
+        .map(|(n, a, b)| (*n, a.len(), b.len()))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (1, 300_000, 0),
+            (2, 16_777_211, 0),
+            (3, 9_000_000, 9_000_000),
+            (4, 5, 3)
+        ]
+    );
+    assert!(rows[1].1.bytes().all(|b| b == b'b'));
+    assert!(rows[2].1.bytes().all(|b| b == b'c') && rows[2].2.bytes().all(|b| b == b'd'));
+    let binary: Vec<(u32, String)> = c
+        .exec(
+            "SELECT 1, REPEAT(?, 300000) UNION ALL SELECT 2, REPEAT(?, 16777000)",
+            ("x", "y"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(binary.len(), 2);
+    assert_eq!(
+        (binary[0].1.len(), binary[1].1.len()),
+        (300_000, 16_777_000)
+    );
+    let n: Option<u32> = c.query_first("SELECT 41 + 1").await.unwrap();
+    assert_eq!(n, Some(42));
+}

@@ -138,15 +138,19 @@ def sysbench(target, mode, clients, seconds, ids):
     }
 
 
-def start_routekey(args, run_dir):
+def start_routekey(args, run_dir, name="routekey", binary=None, extra_env=None):
+    """Starts a release proxy on a free port (and a socket with --socket); `name`, `binary` and
+    `extra_env` give a variant (--variant) its own target in the same run."""
     port = free_port()
     config = subprocess.run(
         [str(args.repo / "scripts/demo-config.sh")], capture_output=True, text=True, check=True
     ).stdout.strip()
-    log = open(run_dir / "routekey-proxy.log", "w")
-    sock = run_dir / "routekey.sock"
-    env = dict(os.environ, ROUTEKEY_SERVER__SOCKET=str(sock)) if args.socket else None
-    cmd = [str(args.proxy), "--config", config, "--listen", f"127.0.0.1:{port}",
+    log = open(run_dir / f"{name}.log", "w")
+    sock = run_dir / f"{name}.sock"
+    env = dict(os.environ, **(extra_env or {}))
+    if args.socket:
+        env["ROUTEKEY_SERVER__SOCKET"] = str(sock)
+    cmd = [str(binary or args.proxy), "--config", config, "--listen", f"127.0.0.1:{port}",
            "--admin-listen", "127.0.0.1:0"]
     if args.proxy_cpus:
         cmd = ["taskset", "-c", args.proxy_cpus] + cmd
@@ -155,10 +159,18 @@ def start_routekey(args, run_dir):
     wait_port(port)
     common = {"user": "app", "password": "app", "db": "orders", "logical": "t_order",
               "pid": proc.pid}
-    targets = [dict(common, name="routekey", port=port)]
+    targets = [dict(common, name=name, port=port)]
     if args.socket:
-        targets.append(dict(common, name="routekey-unix", socket=str(sock)))
+        targets.append(dict(common, name=f"{name}-unix", socket=str(sock)))
     return proc, targets
+
+
+def parse_variant(text):
+    """NAME=PATH[,KEY=VALUE...]: another routekey-proxy binary (or the same one with other
+    environment settings) measured as a target of its own."""
+    name, rest = text.split("=", 1)
+    path, *pairs = rest.split(",")
+    return name, Path(path), dict(pair.split("=", 1) for pair in pairs)
 
 
 def start_proxysql(args, run_dir):
@@ -267,6 +279,10 @@ def main():
     p.add_argument("--socket", action="store_true", help="also measure over Unix sockets")
     p.add_argument("--proxy-cpus", help="pin both proxies to these CPUs (taskset list, e.g. 0)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME=PATH[,KEY=VALUE...]: another proxy binary or environment, "
+                        "measured beside the others (experiments)")
+    p.add_argument("--no-peer", action="store_true", help="leave ProxySQL out")
     args = p.parse_args()
     clients_list = [int(c) for c in args.clients.split(",")]
     modes = args.modes.split(",")
@@ -276,7 +292,13 @@ def main():
     count = ids_file(args.sandbox, args.ds0_port, ids)
 
     proxy, targets = start_routekey(args, run_dir)
-    stop_peer, peer_targets = start_proxysql(args, run_dir)
+    procs = [proxy]
+    for variant in args.variant:
+        name, binary, extra_env = parse_variant(variant)
+        proc, more = start_routekey(args, run_dir, name, binary, extra_env)
+        procs.append(proc)
+        targets += more
+    stop_peer, peer_targets = (None, []) if args.no_peer else start_proxysql(args, run_dir)
     direct = {"name": "direct", "port": args.ds0_port, "user": "root", "db": "order_shards"}
     targets = [direct] + targets + peer_targets
     names = [t["name"] for t in targets]
@@ -297,8 +319,9 @@ def main():
                         print(f"rep {rep} {mode:8} {clients:3} clients {t['name']:14} "
                               f"{r['qps']:9.0f} q/s  p50 {r['p50_ms']:.3f} ms", flush=True)
     finally:
-        proxy.terminate()
-        proxy.wait()
+        for proc in procs:
+            proc.terminate()
+            proc.wait()
         if stop_peer:
             stop_peer()
     (run_dir / "results.json").write_text(json.dumps(results, indent=1))

@@ -355,6 +355,35 @@ impl BackendConn {
         }
     }
 
+    /// When the next row of the result set being read is at least `threshold` bytes, relays
+    /// it to `to` as it arrives (never held whole: rows of many megabytes cost the proxy a
+    /// buffer, not their size) and returns `true`; otherwise reads only as far as its header
+    /// and returns `false`, for [`BackendConn::next_row`]. An EOF, OK or ERR packet is never
+    /// that large. A client lost mid-row is [`ProxyError::ClientGone`], and leaves this
+    /// connection broken (the rest of the row is unread).
+    pub async fn relay_large_row<T>(
+        &mut self,
+        threshold: usize,
+        to: &mut crate::protocol::PacketStream<T>,
+    ) -> Result<bool, ProxyError>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        match self.stream.peek_length().await {
+            Ok(Some(len)) if len >= threshold => {}
+            Ok(_) => return Ok(false),
+            Err(e) => return Err(self.io_error(e)),
+        }
+        match self.stream.relay_packet(to).await {
+            Ok(_) => Ok(true),
+            Err(crate::protocol::stream::RelayError::Source(e)) => Err(self.io_error(e)),
+            Err(crate::protocol::stream::RelayError::Sink(e)) => {
+                self.mark_broken();
+                Err(ProxyError::ClientGone(e.to_string()))
+            }
+        }
+    }
+
     /// How the last result set read on this connection ended.
     pub fn result_end(&self) -> ResultEnd {
         self.result_end

@@ -1,7 +1,8 @@
 //! The one reader of a backend's replies: after a command, [`BackendConn::read_reply`]
 //! gives an OK, a backend error, or a result set's column definitions; the rows follow,
 //! one [`BackendConn::next_row`] at a time, until the result's end, whose warnings and
-//! status [`BackendConn::result_end`] then tells. Nothing here writes to a client.
+//! status [`BackendConn::result_end`] then tells. Nothing here writes to a client, except
+//! [`BackendConn::relay_large_row`], which passes a row of megabytes on as it arrives.
 
 use bytes::BytesMut;
 use mysql_common::constants::StatusFlags;

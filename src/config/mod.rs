@@ -458,6 +458,9 @@ pub struct Shard {
     pub database: String,
     /// Physical table names, indexed by [`TableId`].
     pub tables: Vec<String>,
+    /// How its result column definitions are renamed to logical names: built once with the
+    /// configuration, shared by every statement that reaches the shard.
+    pub names: std::sync::Arc<crate::rewrite::ResultNames>,
 }
 
 /// The index table: `order_id -> channel name`, on the meta datasource.

@@ -345,6 +345,29 @@ impl<'c, 'p> Results<'c, 'p> {
         }
     }
 
+    /// Relays `step`'s next row to `to` as it arrives when it is at least `threshold` bytes
+    /// (see [`BackendConn::relay_large_row`]); `false` when it is not (or the step's rows are
+    /// buffered): read it with [`Results::next_row`].
+    pub async fn relay_large_row<T>(
+        &mut self,
+        step: usize,
+        threshold: usize,
+        to: &mut crate::protocol::PacketStream<T>,
+    ) -> Result<bool, ProxyError>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        if !matches!(self.state[step], State::Rows) {
+            return Ok(false);
+        }
+        let l = self.lane_of[step];
+        self.lanes[l]
+            .conn
+            .conn()
+            .relay_large_row(threshold, to)
+            .await
+    }
+
     /// How `step` ended, once read to its end.
     pub fn end(&self, step: usize) -> Option<&StepEnd> {
         match &self.state[step] {

@@ -512,7 +512,7 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         let (ds, copies_in) = self.copies_home();
-        let plan = Plan::single(ds, query, Some(copy_names(&copies_in)));
+        let plan = Plan::single(ds, query, Some(std::sync::Arc::new(copy_names(&copies_in))));
         self.warnings.clear();
         let mut made = Vec::new();
         let mut ran = Ok(());

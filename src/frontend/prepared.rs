@@ -280,7 +280,7 @@ impl Session {
             &meta.param_defs,
             &meta.column_defs,
             meta.warnings,
-            names.as_ref(),
+            names.as_deref(),
         )
     }
 

@@ -11,7 +11,7 @@ use crate::backend::Reply;
 use crate::error::ProxyError;
 use crate::execute::Results;
 use crate::plan::Plan;
-use crate::protocol::packets::{OkInfo, rewrite_column_definition};
+use crate::protocol::packets::{OkInfo, rewrite_column_definition_into};
 use crate::rewrite::ResultNames;
 
 pub(super) const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
@@ -20,6 +20,10 @@ pub(super) const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bit
 pub(super) const STATEMENT_FLAGS: u16 = StatusFlags::SERVER_STATUS_NO_GOOD_INDEX_USED.bits()
     | StatusFlags::SERVER_STATUS_NO_INDEX_USED.bits()
     | StatusFlags::SERVER_QUERY_WAS_SLOW.bits();
+
+/// Rows of at least this many bytes are passed to the client as they arrive instead of
+/// read whole first: the proxy's memory for a result does not grow with its rows' size.
+pub(super) const LARGE_ROW: usize = 256 * 1024;
 
 /// What a statement produced over all its steps.
 #[derive(Debug, Default)]
@@ -74,10 +78,13 @@ pub(super) fn send_columns(
     status: u16,
 ) -> Result<(), ProxyError> {
     client.columns_header(defs.len() as u64)?;
+    let mut renamed = Vec::new();
     for def in defs {
-        match names.and_then(|n| rewrite_column_definition(def, n)) {
-            Some(renamed) => client.packet(&renamed)?,
-            None => client.packet(def)?,
+        match names {
+            Some(n) if rewrite_column_definition_into(def, n, &mut renamed) => {
+                client.packet(&renamed)?
+            }
+            _ => client.packet(def)?,
         }
     }
     client.columns_end(status)
@@ -95,7 +102,7 @@ async fn relay(
     let only = plan.steps.len() == 1;
     let mut columns: Option<usize> = None;
     for step in 0..plan.steps.len() {
-        let names = plan.steps[step].names.as_ref();
+        let names = plan.steps[step].names.as_deref();
         loop {
             match results.reply(step).await? {
                 Reply::Ok(ok) => {
@@ -120,7 +127,17 @@ async fn relay(
                         None => send_columns(client, &defs, names, status)?,
                     }
                     columns = Some(defs.len());
-                    while let Some(row) = results.next_row(step).await? {
+                    loop {
+                        if results
+                            .relay_large_row(step, LARGE_ROW, &mut client.stream)
+                            .await?
+                        {
+                            out.rows += 1;
+                            continue;
+                        }
+                        let Some(row) = results.next_row(step).await? else {
+                            break;
+                        };
                         client.packet(&row)?;
                         out.rows += 1;
                         client.flush_if_full().await?;

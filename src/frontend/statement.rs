@@ -432,7 +432,7 @@ impl Session {
         client: &mut Client,
         datasource: crate::config::DatasourceId,
         sql: Vec<u8>,
-        names: Option<crate::rewrite::ResultNames>,
+        names: Option<std::sync::Arc<crate::rewrite::ResultNames>>,
         more: bool,
     ) -> Result<(), ProxyError> {
         let plan = Plan::single(datasource, sql, names);

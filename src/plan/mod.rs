@@ -117,7 +117,7 @@ pub struct Step {
     /// The statement, and the parameters it binds when it runs as a prepared statement.
     pub statement: Rendered,
     /// How its result columns are renamed to logical names (sharded statements).
-    pub names: Option<ResultNames>,
+    pub names: Option<std::sync::Arc<ResultNames>>,
 }
 
 /// The outcome of planning one statement.
@@ -151,7 +151,11 @@ pub struct Plan {
 impl Plan {
     /// A plan of one statement the proxy made itself (SHOW, DESCRIBE of logical tables,
     /// pass-through administration), run on `datasource` as is.
-    pub fn single(datasource: DatasourceId, sql: Vec<u8>, names: Option<ResultNames>) -> Self {
+    pub fn single(
+        datasource: DatasourceId,
+        sql: Vec<u8>,
+        names: Option<std::sync::Arc<ResultNames>>,
+    ) -> Self {
         Plan {
             kind: PlanKind::Unsharded,
             ids: Vec::new(),

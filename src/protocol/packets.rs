@@ -316,6 +316,22 @@ pub fn column_info(payload: &[u8]) -> Option<ColumnInfo> {
 /// the shard's physical table becomes the logical one, and `table` keeps an alias as the
 /// backend reported it. `None` when the column does not come from a table of the shard.
 pub fn rewrite_column_definition(payload: &[u8], names: &ResultNames) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    rewrite_column_definition_into(payload, names, &mut buf).then_some(buf)
+}
+
+/// [`rewrite_column_definition`] into a buffer the caller reuses (cleared first): `false`,
+/// with `buf` left empty, when the column does not come from a table of the shard.
+pub fn rewrite_column_definition_into(
+    payload: &[u8],
+    names: &ResultNames,
+    buf: &mut Vec<u8>,
+) -> bool {
+    buf.clear();
+    rewrite_into(payload, names, buf).is_some()
+}
+
+fn rewrite_into(payload: &[u8], names: &ResultNames, buf: &mut Vec<u8>) -> Option<()> {
     let mut pos = 0;
     let catalog = read_lenenc_bytes(payload, &mut pos)?;
     let schema = read_lenenc_bytes(payload, &mut pos)?;
@@ -326,17 +342,17 @@ pub fn rewrite_column_definition(payload: &[u8], names: &ResultNames) -> Option<
         return None;
     }
     let logical = names.logical_table(org_table)?;
-    let mut buf = Vec::with_capacity(payload.len() + 8);
-    put_lenenc_bytes(&mut buf, catalog);
-    put_lenenc_bytes(&mut buf, names.logical_database.as_bytes());
+    buf.reserve(payload.len() + 8);
+    put_lenenc_bytes(buf, catalog);
+    put_lenenc_bytes(buf, names.logical_database.as_bytes());
     if table == org_table {
-        put_lenenc_bytes(&mut buf, logical.as_bytes());
+        put_lenenc_bytes(buf, logical.as_bytes());
     } else {
-        put_lenenc_bytes(&mut buf, table);
+        put_lenenc_bytes(buf, table);
     }
-    put_lenenc_bytes(&mut buf, logical.as_bytes());
+    put_lenenc_bytes(buf, logical.as_bytes());
     buf.extend_from_slice(rest);
-    Some(buf)
+    Some(())
 }
 
 /// A text-protocol row.

@@ -11,6 +11,25 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// Output is flushed once this much is buffered, so long results stream.
 pub const FLUSH_THRESHOLD: usize = 64 * 1024;
 
+/// Buffers grown past this (by one large packet) are given back once empty, so a
+/// connection that once carried a 16 MiB row does not keep 16 MiB for the rest of its life.
+const KEEP_CAPACITY: usize = 1024 * 1024;
+
+/// A fresh read or write buffer's capacity.
+const INITIAL_CAPACITY: usize = 16 * 1024;
+
+/// The largest chunk payload; a packet's chunk of this length is followed by another.
+const MAX_CHUNK: usize = 0xff_ffff;
+
+/// Which side of a relay failed: the proxy treats a lost client and a lost backend apart.
+#[derive(Debug)]
+pub enum RelayError {
+    /// Reading from the stream the packet comes from.
+    Source(io::Error),
+    /// Writing to the stream it goes to.
+    Sink(io::Error),
+}
+
 /// A stream of MySQL packets (payloads; headers and splitting at 16 MiB handled here).
 pub struct PacketStream<S> {
     stream: S,
@@ -37,9 +56,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         Self {
             stream,
             codec,
-            read_buf: BytesMut::with_capacity(16 * 1024),
-            packet: BytesMut::new(),
-            write_buf: BytesMut::with_capacity(16 * 1024),
+            read_buf: BytesMut::with_capacity(INITIAL_CAPACITY),
+            packet: BytesMut::with_capacity(INITIAL_CAPACITY),
+            write_buf: BytesMut::with_capacity(INITIAL_CAPACITY),
         }
     }
 
@@ -49,6 +68,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     }
 
     /// The next packet's payload; `None` when the peer closed cleanly between packets.
+    ///
+    /// Small packets are split off one shared buffer (no allocation per packet once the
+    /// packets handed out before are dropped); a packet above [`KEEP_CAPACITY`] takes its
+    /// buffer with it.
     pub async fn read_packet(&mut self) -> io::Result<Option<BytesMut>> {
         loop {
             if !self.read_buf.is_empty()
@@ -57,7 +80,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
                     .decode(&mut self.read_buf, &mut self.packet)
                     .map_err(codec_error)?
             {
-                return Ok(Some(std::mem::take(&mut self.packet)));
+                if self.read_buf.is_empty() && self.read_buf.capacity() > KEEP_CAPACITY {
+                    self.read_buf = BytesMut::with_capacity(INITIAL_CAPACITY);
+                }
+                if self.packet.len() > KEEP_CAPACITY {
+                    let packet = std::mem::take(&mut self.packet);
+                    self.packet = BytesMut::with_capacity(INITIAL_CAPACITY);
+                    return Ok(Some(packet));
+                }
+                return Ok(Some(self.packet.split()));
             }
             if self.read_buf.capacity() - self.read_buf.len() < 4096 {
                 self.read_buf.reserve(16 * 1024);
@@ -153,8 +184,118 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         if !self.write_buf.is_empty() {
             self.stream.write_all(&self.write_buf).await?;
             self.write_buf.clear();
+            if self.write_buf.capacity() > KEEP_CAPACITY {
+                self.write_buf = BytesMut::with_capacity(INITIAL_CAPACITY);
+            }
         }
         self.stream.flush().await
+    }
+
+    /// The payload length of the next packet's first chunk, once its header is read
+    /// (`Ok(None)`: the peer closed first). Only between packets, when no chunk of a packet is
+    /// held: lets a caller relay a large packet with [`PacketStream::relay_packet`] instead
+    /// of reading it whole.
+    pub async fn peek_length(&mut self) -> io::Result<Option<usize>> {
+        if !self.packet.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a packet is half read",
+            ));
+        }
+        while self.read_buf.len() < 4 {
+            self.read_buf.reserve(INITIAL_CAPACITY);
+            if self.stream.read_buf(&mut self.read_buf).await? == 0 {
+                return Ok(None);
+            }
+        }
+        let h = &self.read_buf[..3];
+        Ok(Some(
+            usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16,
+        ))
+    }
+
+    /// Relays the next packet to `to` as it arrives, chunk by chunk and in pieces of about
+    /// [`FLUSH_THRESHOLD`] bytes read at a time, never holding it whole: for rows of many
+    /// megabytes. Sequence ids are checked on this side (by feeding the codec each chunk's
+    /// header as an empty chunk) and given by `to`'s codec on the other, so both codecs go
+    /// on in step. What `to` had queued is sent first. Returns the payload's length.
+    pub async fn relay_packet<T>(&mut self, to: &mut PacketStream<T>) -> Result<u64, RelayError>
+    where
+        T: AsyncRead + AsyncWrite + Unpin,
+    {
+        to.flush().await.map_err(RelayError::Sink)?;
+        let mut total = 0u64;
+        loop {
+            let len = self
+                .peek_length()
+                .await
+                .map_err(RelayError::Source)?
+                .ok_or_else(|| {
+                    RelayError::Source(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed inside a packet",
+                    ))
+                })?;
+            let seq = self.read_buf[3];
+            // The codec checks and advances its sequence id on an empty chunk with the same
+            // id; it must come out as one empty packet.
+            let mut header = BytesMut::from(&[0u8, 0, 0, seq][..]);
+            let mut empty = BytesMut::new();
+            let decoded = self
+                .codec
+                .decode(&mut header, &mut empty)
+                .map_err(|e| RelayError::Source(codec_error(e)))?;
+            if !decoded || !empty.is_empty() {
+                return Err(RelayError::Source(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "packet chunk out of sequence",
+                )));
+            }
+            bytes::Buf::advance(&mut self.read_buf, 4);
+            let out_seq = to.take_seq();
+            let out_header = [len as u8, (len >> 8) as u8, (len >> 16) as u8, out_seq];
+            to.stream
+                .write_all(&out_header)
+                .await
+                .map_err(RelayError::Sink)?;
+            let mut left = len;
+            while left > 0 {
+                if self.read_buf.is_empty() {
+                    self.read_buf.reserve(FLUSH_THRESHOLD);
+                    let n = self
+                        .stream
+                        .read_buf(&mut self.read_buf)
+                        .await
+                        .map_err(RelayError::Source)?;
+                    if n == 0 {
+                        return Err(RelayError::Source(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "connection closed inside a packet",
+                        )));
+                    }
+                }
+                let n = left.min(self.read_buf.len());
+                to.stream
+                    .write_all(&self.read_buf[..n])
+                    .await
+                    .map_err(RelayError::Sink)?;
+                bytes::Buf::advance(&mut self.read_buf, n);
+                left -= n;
+            }
+            total += len as u64;
+            if len < MAX_CHUNK {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// The sequence id the next chunk written takes, advancing the codec past it (by
+    /// encoding an empty chunk and reading its header: the codec keeps the id private).
+    fn take_seq(&mut self) -> u8 {
+        let mut scratch = BytesMut::with_capacity(4);
+        // An empty payload is one header; it cannot exceed any packet limit.
+        let _ = self.codec.encode(&mut &[][..], &mut scratch);
+        scratch.get(3).copied().unwrap_or(0)
     }
 
     /// Sends what is queued once it passes [`FLUSH_THRESHOLD`].
@@ -238,6 +379,89 @@ mod tests {
         })
         .await
         .unwrap();
+    }
+
+    /// `payload` framed as MySQL chunks from sequence id `seq`, as a server writes it.
+    fn framed(payload: &[u8], mut seq: u8) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut last_len = 0;
+        for chunk in payload.chunks(MAX_CHUNK) {
+            let len = chunk.len();
+            out.extend_from_slice(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq]);
+            out.extend_from_slice(chunk);
+            seq = seq.wrapping_add(1);
+            last_len = len;
+        }
+        if payload.is_empty() || last_len == MAX_CHUNK {
+            out.extend_from_slice(&[0, 0, 0, seq]);
+        }
+        out
+    }
+
+    /// Relays one packet of `len` bytes (after a small one) through `relay_packet` and reads
+    /// what the other side gets with an ordinary codec.
+    async fn relayed(len: usize) {
+        let payload: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let (mut backend, backend_side) = tokio::io::duplex(1 << 16);
+        let (client_side, client) = tokio::io::duplex(1 << 16);
+        let mut wire = framed(b"small", 0);
+        wire.extend(framed(&payload, 1));
+        wire.extend(framed(b"after", 1 + (len / MAX_CHUNK) as u8 + 1));
+        let writer = tokio::spawn(async move { backend.write_all(&wire).await.unwrap() });
+        let mut from = PacketStream::new(backend_side, 64 << 20);
+        let mut to = PacketStream::new(client_side, 64 << 20);
+        let mut reader = PacketStream::new(client, 64 << 20);
+        let reading = tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                got.push(reader.expect_packet().await.unwrap().to_vec());
+            }
+            got
+        });
+        // The small packet goes through the codecs; the large one is relayed in pieces.
+        let first = from.read_packet().await.unwrap().unwrap();
+        to.write_packet(&first).unwrap();
+        let next = from.peek_length().await.unwrap().unwrap();
+        assert_eq!(next, len.min(MAX_CHUNK));
+        assert_eq!(from.relay_packet(&mut to).await.unwrap(), len as u64);
+        // Both codecs went on in step: the packet after reads and writes normally.
+        let after = from.read_packet().await.unwrap().unwrap();
+        to.write_packet(&after).unwrap();
+        to.flush().await.unwrap();
+        writer.await.unwrap();
+        let got = reading.await.unwrap();
+        assert_eq!(got[0], b"small");
+        assert!(
+            got[1] == payload,
+            "the relayed payload differs ({} bytes)",
+            got[1].len()
+        );
+        assert_eq!(got[2], b"after");
+    }
+
+    #[tokio::test]
+    async fn a_large_packet_is_relayed_in_pieces_with_sequence_ids_in_step() {
+        relayed(300_000).await;
+    }
+
+    #[tokio::test]
+    async fn a_packet_of_several_chunks_is_relayed_chunk_by_chunk() {
+        relayed(MAX_CHUNK + 10).await;
+        // Exactly one full chunk: an empty chunk ends it.
+        relayed(MAX_CHUNK).await;
+    }
+
+    #[tokio::test]
+    async fn a_relayed_chunk_out_of_sequence_is_an_error_of_the_source() {
+        let (mut backend, backend_side) = tokio::io::duplex(1 << 16);
+        let (client_side, _client) = tokio::io::duplex(1 << 16);
+        backend.write_all(&framed(&[7u8; 1000], 5)).await.unwrap();
+        let mut from = PacketStream::new(backend_side, 64 << 20);
+        let mut to = PacketStream::new(client_side, 64 << 20);
+        match from.relay_packet(&mut to).await {
+            Err(RelayError::Source(e)) => assert_eq!(e.kind(), io::ErrorKind::InvalidData),
+            other => panic!("expected a source error, got {other:?}"),
+        }
     }
 
     #[tokio::test]

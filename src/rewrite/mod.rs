@@ -198,7 +198,7 @@ impl Renderer<'_, '_> {
 
 /// How result column definitions name tables: physical names of one shard back to
 /// logical ones.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ResultNames {
     /// The shard's physical database.
     pub physical_database: String,
@@ -209,18 +209,13 @@ pub struct ResultNames {
 }
 
 impl ResultNames {
-    /// Names for one shard.
-    pub fn for_shard(config: &Config, shard: &Shard) -> Self {
-        Self {
-            physical_database: shard.database.clone(),
-            logical_database: config.sharding.logical_database.clone(),
-            tables: shard
-                .tables
-                .iter()
-                .cloned()
-                .zip(config.sharding.binding_tables.iter().cloned())
-                .collect(),
-        }
+    /// Names for one shard of `config` (built with the configuration: a clone of an `Arc`).
+    pub fn for_shard(config: &Config, shard: &Shard) -> std::sync::Arc<Self> {
+        debug_assert_eq!(
+            shard.names.logical_database,
+            config.sharding.logical_database
+        );
+        shard.names.clone()
     }
 
     /// The logical name of a physical table of this shard.

@@ -180,13 +180,25 @@ fn shard_list(
             }
             (None, None) => DatasourceId(u16::MAX),
         };
+        let database = expand(raw.physical_database.get_ref(), "", shard);
+        let physical: Vec<String> = tables
+            .iter()
+            .map(|t| expand(raw.physical_table.get_ref(), t, shard))
+            .collect();
+        let names = crate::rewrite::ResultNames {
+            physical_database: database.clone(),
+            logical_database: raw.logical_database.clone(),
+            tables: physical
+                .iter()
+                .cloned()
+                .zip(tables.iter().cloned())
+                .collect(),
+        };
         shards.push(Shard {
             datasource: ds,
-            database: expand(raw.physical_database.get_ref(), "", shard),
-            tables: tables
-                .iter()
-                .map(|t| expand(raw.physical_table.get_ref(), t, shard))
-                .collect(),
+            database,
+            tables: physical,
+            names: std::sync::Arc::new(names),
         });
     }
     Ok(shards)

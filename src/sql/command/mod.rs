@@ -10,6 +10,10 @@ use super::TokSpan;
 use super::lexer::{Token, TokenKind, unescape_string};
 use crate::sql::lexer::LexMode;
 
+/// One of a statement's first words as the classifier compares it: lowercased when it is a
+/// bare word, kept inline (no allocation) up to 24 bytes.
+type Word = compact_str::CompactString;
+
 /// A command the session handles itself, or [`Command::Statement`] for everything else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -204,15 +208,21 @@ pub fn classify(sql: &[u8], all_tokens: &[Token], mode: LexMode) -> Command {
 }
 
 fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
-    let words: Vec<String> = tokens
+    // Inline strings: the first words of a statement are keywords, short enough to need no
+    // allocation (this runs for every statement).
+    let words: Vec<Word> = tokens
         .iter()
         .take(6)
-        .map(|t| match t.kind {
-            TokenKind::Word => String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase(),
-            _ => String::from_utf8_lossy(t.bytes(sql)).into_owned(),
+        .map(|t| {
+            let text = String::from_utf8_lossy(t.bytes(sql));
+            let mut word = Word::from(text.as_ref());
+            if t.kind == TokenKind::Word {
+                word.make_ascii_lowercase();
+            }
+            word
         })
         .collect();
-    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    let w = |i: usize| words.get(i).map(Word::as_str).unwrap_or("");
     if let Some(what) = administrative(sql, tokens, &words) {
         return Command::Administrative(what);
     }
@@ -260,8 +270,8 @@ fn dynamic_sql() -> Command {
     )
 }
 
-fn classify_session(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Command {
-    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+fn classify_session(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode) -> Command {
+    let w = |i: usize| words.get(i).map(Word::as_str).unwrap_or("");
     let n = tokens.len();
     let name_at = |i: usize| tokens.get(i).map(|t| ident_text(sql, t, mode));
     match w(0) {
@@ -411,8 +421,8 @@ const ADMIN_OBJECTS: [&str; 9] = [
 
 /// Statements that manage accounts, privileges, databases, replication, files on the
 /// server or the server itself.
-fn administrative(sql: &[u8], tokens: &[Token], words: &[String]) -> Option<String> {
-    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+fn administrative(sql: &[u8], tokens: &[Token], words: &[Word]) -> Option<String> {
+    let w = |i: usize| words.get(i).map(Word::as_str).unwrap_or("");
     let label = |n: usize| {
         (0..n)
             .map(|i| w(i).to_ascii_uppercase())
@@ -451,7 +461,7 @@ fn administrative(sql: &[u8], tokens: &[Token], words: &[String]) -> Option<Stri
         .windows(2)
         .any(|p| {
             matches!(p[0].kind, TokenKind::Word | TokenKind::QuotedIdent)
-                && ident_text(sql, &p[0], LexMode::default()).eq_ignore_ascii_case("load_file")
+                && ident_is(sql, &p[0], "load_file")
                 && p[1].is_punct(sql, "(")
         })
         .then(|| "LOAD_FILE()".to_owned())
@@ -506,13 +516,13 @@ fn object_type(sql: &[u8], tokens: &[Token]) -> Option<String> {
     None
 }
 
-fn transaction_end(sql: &[u8], tokens: &[Token], words: &[String]) -> Command {
+fn transaction_end(sql: &[u8], tokens: &[Token], words: &[Word]) -> Command {
     let rollback = words[0] == "rollback";
     let mut i = 1;
-    if words.get(i).map(String::as_str) == Some("work") {
+    if words.get(i).map(Word::as_str) == Some("work") {
         i += 1;
     }
-    if rollback && words.get(i).map(String::as_str) == Some("to") {
+    if rollback && words.get(i).map(Word::as_str) == Some("to") {
         let mut j = i + 1;
         if tokens.get(j).is_some_and(|t| t.is_word(sql, "savepoint")) {
             j += 1;
@@ -550,8 +560,8 @@ fn transaction_end(sql: &[u8], tokens: &[Token], words: &[String]) -> Command {
     }
 }
 
-fn show(sql: &[u8], tokens: &[Token], words: &[String], mode: LexMode) -> Command {
-    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+fn show(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode) -> Command {
+    let w = |i: usize| words.get(i).map(Word::as_str).unwrap_or("");
     match (w(1), w(2)) {
         ("warnings", _) => Command::ShowDiagnostics {
             errors_only: false,
@@ -816,6 +826,24 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
             SetItem::SessionVar(word(0))
         }
         _ => SetItem::Other,
+    }
+}
+
+/// Whether a word or quoted identifier names `name` (ASCII case-insensitive), as
+/// [`ident_text`] would read it, without building the text when no quote is doubled.
+fn ident_is(sql: &[u8], token: &Token, name: &str) -> bool {
+    let raw = token.bytes(sql);
+    match token.kind {
+        TokenKind::Word => raw.eq_ignore_ascii_case(name.as_bytes()),
+        TokenKind::QuotedIdent if raw.len() >= 2 => {
+            let inner = &raw[1..raw.len() - 1];
+            if inner.contains(&raw[0]) {
+                ident_text(sql, token, LexMode::default()).eq_ignore_ascii_case(name)
+            } else {
+                inner.eq_ignore_ascii_case(name.as_bytes())
+            }
+        }
+        _ => false,
     }
 }
 
