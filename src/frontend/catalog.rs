@@ -153,7 +153,7 @@ pub fn view_refs(sql: &[u8], lexed: &Lexed, in_information_schema: bool) -> Vec<
         tokens
             .get(i)
             .filter(|t| matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent))
-            .map(|t| crate::sql::command::ident_text(sql, t, mode))
+            .map(|t| crate::sql::command::ident_ref(sql, t, mode))
     };
     let mut out = Vec::new();
     for i in 0..tokens.len() {

@@ -37,6 +37,10 @@ pub struct Session {
     pub(super) user: String,
     /// The client's host.
     pub(super) host: String,
+    /// `USER()`'s value, `user@host`, made once.
+    pub(super) user_at_host: Arc<str>,
+    /// `CURRENT_USER()`'s value, `user@%`, made once.
+    pub(super) current_user: Arc<str>,
     /// Capabilities negotiated with the client.
     pub(super) caps: CapabilityFlags,
     /// Connection attributes (`program_name`, ...).
@@ -108,6 +112,8 @@ impl Session {
         let rt = proxy.runtime();
         let scope = Arc::new(Scope::of(&rt.config, &user, &host));
         Self {
+            user_at_host: format!("{user}@{host}").into(),
+            current_user: format!("{user}@%").into(),
             scope,
             decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
             rt,
@@ -209,8 +215,8 @@ impl Session {
             database: self.database.clone(),
             row_count: self.row_count,
             found_rows: self.found_rows,
-            user: format!("{}@{}", self.user, self.host),
-            current_user: format!("{}@%", self.user),
+            user: self.user_at_host.clone(),
+            current_user: self.current_user.clone(),
             select_limit: self.select_limit,
         }
     }

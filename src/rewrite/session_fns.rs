@@ -18,10 +18,10 @@ pub struct SessionValues {
     pub row_count: i64,
     /// `FOUND_ROWS()`.
     pub found_rows: u64,
-    /// `USER()`: `name@client-host`.
-    pub user: String,
+    /// `USER()`: `name@client-host` (shared: made once per session).
+    pub user: std::sync::Arc<str>,
     /// `CURRENT_USER()`: `name@%`.
-    pub current_user: String,
+    pub current_user: std::sync::Arc<str>,
     /// `@@sql_select_limit` when the session set it below its default (2^64 - 1): the
     /// server cuts a top-level SELECT without LIMIT to this many rows, which a merge of
     /// several shards must do after merging ([`crate::plan`]).

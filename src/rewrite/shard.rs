@@ -3,6 +3,7 @@
 
 use super::{Edit, Frag, Param, Segment, SessionValues, Statement, quote_ident};
 use crate::config::Shard;
+use crate::sql::push_quoted_ident;
 use crate::sql::{Analysis, EditForm, KeyInsert, ShardedPlan, ValueSlot};
 
 /// What becomes of the statement's order ids on a shard.
@@ -42,7 +43,11 @@ pub fn shard_edits(
         let table = &shard.tables[usize::from(edit.table.0)];
         let text = match edit.form {
             EditForm::Qualified => {
-                format!("{}.{}", quote_ident(&shard.database), quote_ident(table))
+                let mut text = String::with_capacity(shard.database.len() + table.len() + 5);
+                push_quoted_ident(&mut text, &shard.database);
+                text.push('.');
+                push_quoted_ident(&mut text, table);
+                text
             }
             EditForm::TableOnly => quote_ident(table),
         };

@@ -160,7 +160,9 @@ pub fn split_statements(sql: &[u8], mode: LexMode) -> Vec<Range<usize>> {
     let mut start = 0;
     let mut tokens_in_statement = 0usize;
     let mut compound = false;
-    let mut first_words: Vec<Range<usize>> = Vec::new();
+    // The first words of the statement (no allocation: this runs for every query).
+    let mut first_words: [Range<usize>; 4] = Default::default();
+    let mut words_seen = 0;
     while let Some(token) = lexer.next_token(&mut |_| {}) {
         if token.is_punct(sql, ";") && !compound {
             if tokens_in_statement > 0 {
@@ -168,19 +170,20 @@ pub fn split_statements(sql: &[u8], mode: LexMode) -> Vec<Range<usize>> {
             }
             start = token.range.end;
             tokens_in_statement = 0;
-            first_words.clear();
+            words_seen = 0;
             continue;
         }
         tokens_in_statement += 1;
-        if first_words.len() < 4 && token.kind == TokenKind::Word {
-            first_words.push(token.range.clone());
+        if words_seen < first_words.len() && token.kind == TokenKind::Word {
+            first_words[words_seen] = token.range.clone();
+            words_seen += 1;
             // CREATE [DEFINER=..] PROCEDURE|FUNCTION|TRIGGER|EVENT keeps its `;` inside.
-            let words: Vec<&[u8]> = first_words.iter().map(|r| &sql[r.clone()]).collect();
-            if words[0].eq_ignore_ascii_case(b"create")
-                && words.iter().skip(1).any(|w| {
+            let word = |i: usize| &sql[first_words[i].clone()];
+            if word(0).eq_ignore_ascii_case(b"create")
+                && (1..words_seen).any(|i| {
                     [&b"procedure"[..], b"function", b"trigger", b"event"]
                         .iter()
-                        .any(|k| w.eq_ignore_ascii_case(k))
+                        .any(|k| word(i).eq_ignore_ascii_case(k))
                 })
             {
                 compound = true;

@@ -23,7 +23,21 @@ use crate::config::TableId;
 
 /// Quotes an identifier with backquotes (a backquote inside is doubled).
 pub fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
+    let mut out = String::with_capacity(name.len() + 2);
+    push_quoted_ident(&mut out, name);
+    out
+}
+
+/// Appends `name` quoted as [`quote_ident`] quotes it (no allocation of its own).
+pub fn push_quoted_ident(out: &mut String, name: &str) {
+    out.push('`');
+    for (i, part) in name.split('`').enumerate() {
+        if i > 0 {
+            out.push_str("``");
+        }
+        out.push_str(part);
+    }
+    out.push('`');
 }
 
 /// Inclusive range of token indices.

@@ -174,16 +174,21 @@ pub enum SetItem {
 /// Recognizes a command from a statement's tokens. Executable comments the server runs
 /// (`/*!50000 GRANT ... */`) are read as the statement they hold.
 pub fn classify(sql: &[u8], all_tokens: &[Token], mode: LexMode) -> Command {
+    let delimiter = |t: &Token| {
+        matches!(
+            t.kind,
+            TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+        )
+    };
+    if !all_tokens.iter().any(delimiter) {
+        // Most statements: the tokens as they are (no copy).
+        return classify_plain(sql, all_tokens, mode);
+    }
     // The statement without executable-comment delimiters, and where each token came from.
     let (origin, tokens): (Vec<usize>, Vec<Token>) = all_tokens
         .iter()
         .enumerate()
-        .filter(|(_, t)| {
-            !matches!(
-                t.kind,
-                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-            )
-        })
+        .filter(|(_, t)| !delimiter(t))
         .map(|(i, t)| (i, t.clone()))
         .unzip();
     let command = classify_plain(sql, &tokens, mode);
@@ -830,20 +835,23 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
 }
 
 /// Whether a word or quoted identifier names `name` (ASCII case-insensitive), as
-/// [`ident_text`] would read it, without building the text when no quote is doubled.
+/// [`ident_text`] would read it.
 fn ident_is(sql: &[u8], token: &Token, name: &str) -> bool {
+    matches!(token.kind, TokenKind::Word | TokenKind::QuotedIdent)
+        && ident_ref(sql, token, LexMode::default()).eq_ignore_ascii_case(name)
+}
+
+/// [`ident_text`], borrowed from the statement when nothing is to be unquoted (a bare word,
+/// or a quoted identifier without a doubled quote in valid UTF-8): no allocation for the
+/// names every statement has.
+pub fn ident_ref<'a>(sql: &'a [u8], token: &Token, mode: LexMode) -> std::borrow::Cow<'a, str> {
     let raw = token.bytes(sql);
     match token.kind {
-        TokenKind::Word => raw.eq_ignore_ascii_case(name.as_bytes()),
-        TokenKind::QuotedIdent if raw.len() >= 2 => {
-            let inner = &raw[1..raw.len() - 1];
-            if inner.contains(&raw[0]) {
-                ident_text(sql, token, LexMode::default()).eq_ignore_ascii_case(name)
-            } else {
-                inner.eq_ignore_ascii_case(name.as_bytes())
-            }
+        TokenKind::Word => String::from_utf8_lossy(raw),
+        TokenKind::QuotedIdent if raw.len() >= 2 && !raw[1..raw.len() - 1].contains(&raw[0]) => {
+            String::from_utf8_lossy(&raw[1..raw.len() - 1])
         }
-        _ => false,
+        _ => std::borrow::Cow::Owned(ident_text(sql, token, mode)),
     }
 }
 
