@@ -4,9 +4,10 @@ interleaved in one run, repeated; prints medians with min-max and ratios to dire
 raw figures as JSON and, when matplotlib is there, a plot of the ratio against clients.
 
 Run through scripts/bench.sh, which builds the release proxy, installs sysbench and matplotlib
-and passes the sandbox's settings. Every target reads the same ids: the new-format orders the
-sandbox seeded on ds0. Direct and ProxySQL name the physical table of each id
-(order_shards.t_order_N); routekey-proxy names the logical t_order and routes.
+and passes the sandbox's settings. Every target reads the same ids (--ids: the new-format or the
+legacy orders the sandbox seeded on ds0), unless a --variant names its own. Direct and ProxySQL
+name the physical table of each id (order_shards.t_order_N); routekey-proxy names the logical
+t_order and routes.
 
 Figures per run: queries/s, latency p50 and p99 (from sysbench's histogram, ms), and the CPU
 the proxy process used (user and system, from /proc/PID/stat) per query in microseconds.
@@ -43,10 +44,13 @@ def mariadb(port, sql, user="root", password=""):
     return subprocess.run(cmd, input=sql, capture_output=True, text=True, check=True).stdout
 
 
-def ids_file(sandbox, ds0_port, out):
-    """Writes '<order_id> <physical table>' for every seeded new-format id stored on ds0."""
+def ids_file(sandbox, ds0_port, out, kind="new"):
+    """Writes '<order_id> <physical table>' for every seeded id of `kind` stored on ds0: `new`
+    (route-key ids, routed by decoding) or `legacy` (ids from before the route key, routed by
+    the cache and the index table)."""
     seed = json.loads((sandbox / "seed-summary.json").read_text())
-    ids = [str(i) for ch in seed["channels"].values() for i in ch["new_format_ids"]]
+    field = "new_format_ids" if kind == "new" else "legacy_ids"
+    ids = [str(i) for ch in seed["channels"].values() for i in ch[field]]
     tables = mariadb(
         ds0_port,
         "SELECT table_name FROM information_schema.tables WHERE table_schema='order_shards'"
@@ -96,7 +100,7 @@ def percentile(histogram, q):
 
 def sysbench(target, mode, clients, seconds, ids):
     cmd = [
-        "sysbench", str(LUA), f"--ids-file={ids}", f"--ps={'on' if mode == 'prepared' else 'off'}",
+        "sysbench", str(LUA), f"--ids-file={target.get('ids', ids)}", f"--ps={'on' if mode == 'prepared' else 'off'}",
         "--db-driver=mysql", "--mysql-ssl=off", f"--mysql-user={target['user']}", f"--mysql-db={target['db']}",
         f"--threads={clients}", f"--time={seconds}", "--histogram=on", "--report-interval=0",
     ]
@@ -167,10 +171,12 @@ def start_routekey(args, run_dir, name="routekey", binary=None, extra_env=None):
 
 def parse_variant(text):
     """NAME=PATH[,KEY=VALUE...]: another routekey-proxy binary (or the same one with other
-    environment settings) measured as a target of its own."""
+    environment settings, e.g. ROUTEKEY_CACHE__CAPACITY=0) measured as a target of its own;
+    IDS=new|legacy gives it other order ids than the run's."""
     name, rest = text.split("=", 1)
     path, *pairs = rest.split(",")
-    return name, Path(path), dict(pair.split("=", 1) for pair in pairs)
+    env = dict(pair.split("=", 1) for pair in pairs)
+    return name, Path(path), env.pop("IDS", None), env
 
 
 def start_proxysql(args, run_dir):
@@ -283,20 +289,26 @@ def main():
                    help="NAME=PATH[,KEY=VALUE...]: another proxy binary or environment, "
                         "measured beside the others (experiments)")
     p.add_argument("--no-peer", action="store_true", help="leave ProxySQL out")
+    p.add_argument("--ids", choices=["new", "legacy"], default="new",
+                   help="which seeded order ids the point selects read")
     args = p.parse_args()
     clients_list = [int(c) for c in args.clients.split(",")]
     modes = args.modes.split(",")
     run_dir = args.out
     run_dir.mkdir(parents=True, exist_ok=True)
     ids = run_dir / "ids.txt"
-    count = ids_file(args.sandbox, args.ds0_port, ids)
+    count = ids_file(args.sandbox, args.ds0_port, ids, args.ids)
 
     proxy, targets = start_routekey(args, run_dir)
     procs = [proxy]
     for variant in args.variant:
-        name, binary, extra_env = parse_variant(variant)
+        name, binary, kind, extra_env = parse_variant(variant)
         proc, more = start_routekey(args, run_dir, name, binary, extra_env)
         procs.append(proc)
+        if kind:
+            own = run_dir / f"ids-{kind}.txt"
+            ids_file(args.sandbox, args.ds0_port, own, kind)
+            more = [dict(t, ids=own) for t in more]
         targets += more
     stop_peer, peer_targets = (None, []) if args.no_peer else start_proxysql(args, run_dir)
     direct = {"name": "direct", "port": args.ds0_port, "user": "root", "db": "order_shards"}
@@ -326,7 +338,8 @@ def main():
             stop_peer()
     (run_dir / "results.json").write_text(json.dumps(results, indent=1))
     text, table = summarise(results, modes, clients_list, names)
-    header = (f"{args.reps} interleaved repetitions of {args.seconds} s, {count} order ids on ds0, "
+    header = (f"{args.reps} interleaved repetitions of {args.seconds} s, {count} {args.ids}-format "
+              f"order ids on ds0, "
               f"{os.cpu_count()} CPUs, proxies on CPUs {args.proxy_cpus or 'all'}, "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     (run_dir / "summary.md").write_text(header + "\n\n" + text + "\n")
