@@ -164,6 +164,49 @@ async fn statements_over_the_query_timeout_are_interrupted() {
     assert_usable(&mut c).await;
 }
 
+/// A query timeout that fires while a long row is on its way leaves the client holding part
+/// of a packet: the proxy closes the connection rather than write an error packet the client
+/// would read as row bytes.
+#[tokio::test]
+async fn a_timeout_in_the_middle_of_a_long_row_closes_the_connection_without_an_error_inside_it() {
+    let mut config = config();
+    config.datasources[0].query_timeout = Duration::from_millis(800);
+    let h = Harness::start_with(config).await;
+    let mut raw = RawClient::connect(h.addr).await;
+    // A 12 MB row: more than the socket buffers hold while the client does not read.
+    raw.send_query("SELECT REPEAT('x', 6000000), REPEAT('y', 6000000)")
+        .await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let bytes = raw
+        .read_to_close(Duration::from_secs(10))
+        .await
+        .expect("the proxy closed the connection");
+    // Walk the packets: every complete one is the result's (none is an ERR), and the last
+    // is cut short.
+    let mut at = 0;
+    let mut complete = Vec::new();
+    while at + 4 <= bytes.len() {
+        let len = usize::from(bytes[at])
+            | usize::from(bytes[at + 1]) << 8
+            | usize::from(bytes[at + 2]) << 16;
+        if at + 4 + len > bytes.len() {
+            break;
+        }
+        complete.push(bytes[at + 4]);
+        at += 4 + len;
+    }
+    assert!(
+        at < bytes.len(),
+        "the row was cut off ({} bytes)",
+        bytes.len()
+    );
+    assert!(
+        complete.len() >= 3,
+        "column count, definitions, EOF: {complete:?}"
+    );
+    assert!(!complete.contains(&0xff), "no ERR packet: {complete:?}");
+}
+
 #[tokio::test]
 async fn a_client_that_never_finishes_its_handshake_is_dropped() {
     use tokio::io::AsyncReadExt;

@@ -60,7 +60,16 @@ impl Client {
     }
 
     /// An ERR packet for `error`.
+    ///
+    /// When a write to the client stopped partway (a timeout during a long row), the client
+    /// holds part of a packet and an error packet would be read as row bytes: the connection
+    /// is given up instead ([`ProxyError::ClientGone`]).
     pub fn error(&mut self, error: &ProxyError) -> Result<(), ProxyError> {
+        if self.stream.is_cut() {
+            return Err(ProxyError::ClientGone(format!(
+                "a result was cut off in the middle of a packet ({error})"
+            )));
+        }
         let (code, state, message) = error.to_packet_parts();
         self.packet(&err_packet(code, &state, &message))
     }

@@ -39,6 +39,16 @@ pub struct PacketStream<S> {
     /// cancelled read loses nothing.
     packet: BytesMut,
     write_buf: BytesMut,
+    /// A write was started and not finished (a flush or a relay cancelled by a timeout, or
+    /// failed): the peer may hold part of a packet, so nothing more may be framed to it.
+    cut: bool,
+}
+
+fn too_large(limit: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("packet larger than the {limit} bytes allowed"),
+    )
 }
 
 fn codec_error(e: PacketCodecError) -> io::Error {
@@ -59,6 +69,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             read_buf: BytesMut::with_capacity(INITIAL_CAPACITY),
             packet: BytesMut::with_capacity(INITIAL_CAPACITY),
             write_buf: BytesMut::with_capacity(INITIAL_CAPACITY),
+            cut: false,
         }
     }
 
@@ -156,6 +167,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             read_buf: self.read_buf,
             packet: self.packet,
             write_buf: self.write_buf,
+            cut: self.cut,
         })
     }
 
@@ -174,6 +186,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             .map_err(codec_error)
     }
 
+    /// Whether a write stopped partway (cancelled or failed): the peer may hold part of a
+    /// packet, so the only clean thing left is to close the connection.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+
     /// Bytes queued and not yet sent.
     pub fn pending(&self) -> usize {
         self.write_buf.len()
@@ -182,7 +200,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// Sends what is queued.
     pub async fn flush(&mut self) -> io::Result<()> {
         if !self.write_buf.is_empty() {
+            self.cut = true;
             self.stream.write_all(&self.write_buf).await?;
+            self.cut = false;
             self.write_buf.clear();
             if self.write_buf.capacity() > KEEP_CAPACITY {
                 self.write_buf = BytesMut::with_capacity(INITIAL_CAPACITY);
@@ -236,6 +256,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
                         "connection closed inside a packet",
                     ))
                 })?;
+            // The limits both codecs would apply to the whole packet.
+            let limit = self.codec.max_allowed_packet;
+            if total as usize + len > limit {
+                return Err(RelayError::Source(too_large(limit)));
+            }
+            if total as usize + len > to.codec.max_allowed_packet {
+                return Err(RelayError::Sink(too_large(to.codec.max_allowed_packet)));
+            }
             let seq = self.read_buf[3];
             // The codec checks and advances its sequence id on an empty chunk with the same
             // id; it must come out as one empty packet.
@@ -254,6 +282,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             bytes::Buf::advance(&mut self.read_buf, 4);
             let out_seq = to.take_seq();
             let out_header = [len as u8, (len >> 8) as u8, (len >> 16) as u8, out_seq];
+            // Until the last chunk is written, the other side holds part of a packet.
+            to.cut = true;
             to.stream
                 .write_all(&out_header)
                 .await
@@ -284,6 +314,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             }
             total += len as u64;
             if len < MAX_CHUNK {
+                to.cut = false;
                 return Ok(total);
             }
         }
@@ -331,6 +362,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             read_buf: self.read_buf,
             packet: self.packet,
             write_buf: self.write_buf,
+            cut: self.cut,
         })
     }
 
@@ -462,6 +494,40 @@ mod tests {
             Err(RelayError::Source(e)) => assert_eq!(e.kind(), io::ErrorKind::InvalidData),
             other => panic!("expected a source error, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_relayed_packet_above_the_other_sides_limit_is_refused_before_a_byte_is_sent() {
+        let (mut backend, backend_side) = tokio::io::duplex(1 << 20);
+        let (client_side, _client) = tokio::io::duplex(1 << 16);
+        backend
+            .write_all(&framed(&[1u8; 300_000], 0))
+            .await
+            .unwrap();
+        let mut from = PacketStream::new(backend_side, 64 << 20);
+        let mut to = PacketStream::new(client_side, 100_000);
+        match from.relay_packet(&mut to).await {
+            Err(RelayError::Sink(e)) => assert!(e.to_string().contains("100000"), "{e}"),
+            other => panic!("expected the client side's limit, got {other:?}"),
+        }
+        assert!(!to.is_cut(), "nothing of the packet was written");
+    }
+
+    #[tokio::test]
+    async fn a_relay_stopped_partway_leaves_the_stream_cut() {
+        let (mut backend, backend_side) = tokio::io::duplex(1 << 20);
+        // The client reads nothing: the relay blocks once 1 KiB is written.
+        let (client_side, _client) = tokio::io::duplex(1024);
+        backend
+            .write_all(&framed(&[1u8; 300_000], 0))
+            .await
+            .unwrap();
+        let mut from = PacketStream::new(backend_side, 64 << 20);
+        let mut to = PacketStream::new(client_side, 64 << 20);
+        let relay = from.relay_packet(&mut to);
+        let timed = tokio::time::timeout(std::time::Duration::from_millis(100), relay).await;
+        assert!(timed.is_err(), "the relay cannot finish");
+        assert!(to.is_cut(), "the client holds part of a packet");
     }
 
     #[tokio::test]

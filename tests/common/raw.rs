@@ -83,6 +83,25 @@ impl RawClient {
         Self { stream }
     }
 
+    /// Reads raw bytes until the proxy closes the connection; `None` if it is still open
+    /// after `within`.
+    pub async fn read_to_close(&mut self, within: std::time::Duration) -> Option<Vec<u8>> {
+        use tokio::io::AsyncReadExt;
+        let mut all = Vec::new();
+        tokio::time::timeout(within, async {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match self.stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => all.extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+        .await
+        .ok()?;
+        Some(all)
+    }
+
     /// Sends COM_QUERY without reading the reply.
     pub async fn send_query(&mut self, sql: &str) {
         let mut payload = vec![3u8];
