@@ -17,6 +17,7 @@ use routekey_proxy::config::Config;
 use routekey_proxy::frontend::handshake::parse_response;
 use routekey_proxy::merge::row::{ColumnMeta, Protocol, build_row, split_row, truncate_text_row};
 use routekey_proxy::merge::value::decode;
+use routekey_proxy::plan::scope::{Scope, check_text};
 use routekey_proxy::protocol::binary::{
     BoundParam, SentParam, build_execute, param_value, parse_execute, parse_long_data,
 };
@@ -127,10 +128,17 @@ fn config() -> &'static Config {
     })
 }
 
+/// The demo user `app`'s scope (the logical database and `orders_ref`).
+fn scope() -> &'static Scope {
+    static SCOPE: OnceLock<Scope> = OnceLock::new();
+    SCOPE.get_or_init(|| Scope::of(config(), "app", "127.0.0.1"))
+}
+
 /// A COM_QUERY's text: byte 0 chooses the session (bit 0 NO_BACKSLASH_ESCAPES, bit 1
 /// ANSI_QUOTES, bit 2 PIPES_AS_CONCAT, bit 3 a database other than the logical one, bit 4
-/// a single-byte character set), the rest is the text. It is split into statements, and
-/// each is lexed, classified, read for routing hints, keyed by shape, digested and
+/// a single-byte character set, bit 5 `information_schema` as the current database), the
+/// rest is the text. It is split into statements, and each is checked against the demo
+/// user's scope, lexed, classified, read for routing hints, keyed by shape, digested and
 /// analysed (sqlparser) as the frontend does; string literals are unescaped.
 pub fn sql_analysis(data: &[u8]) {
     let Some((&flags, sql)) = data.split_first() else {
@@ -152,9 +160,17 @@ pub fn sql_analysis(data: &[u8]) {
         },
         pipes_as_concat: mode.pipes_as_concat,
     };
+    let current = Some(if flags & 32 != 0 {
+        "information_schema"
+    } else if cx.db_is_logical {
+        "orders"
+    } else {
+        "orders_ref"
+    });
     for range in split_statements(sql, mode) {
         let statement = &sql[range];
         let lexed = lex(statement, mode);
+        let _ = check_text(scope(), statement, &lexed.tokens, mode, current);
         let _ = classify(statement, &lexed.tokens, mode);
         let _ = route_hints(statement, &lexed.comments);
         let _ = shape_key(statement, &lexed, mode, cx.db_is_logical);

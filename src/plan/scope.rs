@@ -453,7 +453,10 @@ pub fn check_statement(
         let (parts, next) = r.chain(i);
         match parts.as_slice() {
             [db, table, _, ..] => scope.check_table(&command, db, table)?,
-            [db, routine] if r.punct(next, "(") && (!table_position || r.word(i - 1, "call")) => {
+            [db, routine]
+                if r.punct(next, "(")
+                    && (!table_position || i.checked_sub(1).is_some_and(|b| r.word(b, "call"))) =>
+            {
                 scope.check_routine(db, routine)?
             }
             [db, table] if table_position => scope.check_table(&command, db, table)?,
