@@ -30,6 +30,11 @@ fn demo_text() -> String {
 
 impl Proc {
     async fn start(tag: &str) -> Self {
+        Self::start_logging(tag, "routekey_proxy=info").await
+    }
+
+    /// Starts the binary with `RUST_LOG=filter`.
+    async fn start_logging(tag: &str, filter: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("routekey-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("routekey.toml");
@@ -41,7 +46,7 @@ impl Proc {
             .arg(&config)
             .env("ROUTEKEY_SERVER__LISTEN", format!("127.0.0.1:{port}"))
             .env("ROUTEKEY_ADMIN__LISTEN", format!("127.0.0.1:{admin}"))
-            .env("RUST_LOG", "routekey_proxy=info")
+            .env("RUST_LOG", filter)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -199,4 +204,33 @@ async fn a_second_signal_exits_without_waiting_for_the_drain() {
     p.signal("TERM");
     assert_eq!(p.exit_code(Duration::from_secs(5)).await, Some(143));
     assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+/// A refused login is logged with its user, address and reason, never with the password:
+/// `app_sha2`'s full authentication over clear text hands the proxy the password itself
+/// (RSA-encrypted), so a careless log line could carry it.
+#[tokio::test]
+async fn a_refused_login_is_logged_without_the_password() {
+    let p = Proc::start_logging("login-log", "routekey_proxy=trace").await;
+    let secret = "not-the-password-5f3a9c";
+    let opts = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(p.port)
+        .user(Some("app_sha2"))
+        .pass(Some(secret))
+        .db_name(Some("orders"))
+        .prefer_socket(false);
+    match Conn::new(opts).await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1045, "{e}"),
+        other => panic!("expected 1045, got {other:?}"),
+    }
+    let started = Instant::now();
+    while !p.log().contains("login refused") {
+        assert!(started.elapsed() < Duration::from_secs(10), "{}", p.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = p.log();
+    let line = log.lines().find(|l| l.contains("login refused")).unwrap();
+    assert!(line.contains("app_sha2"), "{line}");
+    assert!(!log.contains(secret), "the password is in the log:\n{log}");
 }

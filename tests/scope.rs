@@ -326,6 +326,17 @@ async fn a_process_user_sees_and_kills_every_session() {
         a.query_drop("SELECT 1").await.is_err(),
         "killed session serves"
     );
+    // A reload takes `process` away: COM_PROCESS_KILL as the session's first command after
+    // it may no longer reach another user's session.
+    let mut raw = RawClient::connect_as(h.addr, "ops", "app", "orders").await;
+    let mut narrowed = scoped_config();
+    let user = narrowed.users.iter_mut().find(|u| u.name == "ops");
+    user.expect("the ops user").process = false;
+    h.proxy.reload(narrowed).unwrap();
+    let refused = raw.command(0x0c, &g.id().to_le_bytes()).await;
+    assert_eq!(refused[0][0], 0xFF, "{refused:?}");
+    assert_eq!(u16::from_le_bytes([refused[0][1], refused[0][2]]), 1095);
+    assert_usable(&mut g).await;
     h.stop().await;
 }
 
@@ -334,6 +345,10 @@ async fn a_reload_that_takes_a_database_away_refuses_it_at_once() {
     let h = Harness::start_with(scoped_config()).await;
     let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
     exec(&mut g, "USE orders_ref").await;
+    let mut raw = RawClient::connect_as(h.addr, "granted", "app", "orders_ref").await;
+    let columns = raw.command(0x04, b"t_order\0").await;
+    assert!(columns.len() > 1, "COM_FIELD_LIST lists t_order's columns");
+    let mut init = RawClient::connect_as(h.addr, "granted", "app", "orders").await;
     let mut narrowed = scoped_config();
     let granted = narrowed.users.iter_mut().find(|u| u.name == "granted");
     granted.expect("the granted user").databases.clear();
@@ -344,6 +359,15 @@ async fn a_reload_that_takes_a_database_away_refuses_it_at_once() {
         1044
     );
     assert_eq!(refusal(&mut g, "SELECT 1").await.0, 1044);
+    // COM_FIELD_LIST names a table of the current database too: no column names.
+    let refused = raw.command(0x04, b"t_order\0").await;
+    assert_eq!(refused.len(), 1, "one ERR packet: {refused:?}");
+    assert_eq!(refused[0][0], 0xFF);
+    assert_eq!(u16::from_le_bytes([refused[0][1], refused[0][2]]), 1044);
+    // COM_INIT_DB as a session's first command after the reload.
+    let refused = init.command(0x02, b"orders_ref").await;
+    assert_eq!(refused[0][0], 0xFF, "{refused:?}");
+    assert_eq!(u16::from_le_bytes([refused[0][1], refused[0][2]]), 1044);
     assert_eq!(refusal(&mut g, "USE orders_ref").await.0, 1044);
     exec(&mut g, "USE orders").await;
     assert_eq!(

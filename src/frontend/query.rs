@@ -363,6 +363,8 @@ impl Session {
             client.error(&ProxyError::client(1927, b"70100", "Connection was killed"))?;
             return Err(ProxyError::ClientGone("killed by its own KILL".into()));
         }
+        // COM_PROCESS_KILL may be the first command after a reload that took `process` away.
+        self.refresh()?;
         let target = self.proxy.sessions.get(target_id).ok_or_else(unknown)?;
         if !self.scope().reaches_session_of(&target.user) {
             return Err(ProxyError::client(

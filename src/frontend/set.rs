@@ -274,6 +274,8 @@ impl Session {
 
     /// Makes `database` current without answering the client (connect-time database).
     pub async fn select_database(&mut self, database: &str) -> Result<(), ProxyError> {
+        // COM_INIT_DB may be the first command after a reload: its scope counts.
+        self.refresh()?;
         self.check_database(database)?;
         if database.is_empty() {
             return Err(ProxyError::client(

@@ -539,6 +539,12 @@ impl Session {
     /// COM_FIELD_LIST (the CLI's name completion): the columns of a table. A logical table
     /// answers from its first shard under its logical names; others pass through.
     pub async fn field_list(&mut self, client: &mut Client, body: &[u8]) -> Result<(), ProxyError> {
+        // A current database a reload took out of the scope lists nothing, as statements
+        // are refused there (1044).
+        self.refresh()?;
+        if let Some(db) = self.database.as_deref() {
+            self.check_database(db)?;
+        }
         let config = self.rt.config.clone();
         let (table, rest) = match body.iter().position(|&b| b == 0) {
             Some(i) => (&body[..i], &body[i..]),

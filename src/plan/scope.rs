@@ -225,10 +225,9 @@ const CLAUSE_WORDS: [&str; 15] = [
 
 /// The `information_schema` tables a client may read: those the proxy answers itself
 /// (filtered to the user's scope, or its own sessions; `TRIGGERS` and `PARTITIONS` for
-/// mariadb-dump) and those that hold nothing of any
-/// database or client. The others (`ROUTINES`, `VIEWS`, `TRIGGERS`, `PARTITIONS`,
-/// `INNODB_TRX`, the privilege tables, ...) would show what the backend account sees of
-/// the whole server, so they are refused (1142).
+/// mariadb-dump) and those that hold nothing of any database or client. The others
+/// (`ROUTINES`, `VIEWS`, `INNODB_TRX`, the privilege tables, ...) would show what the
+/// backend account sees of the whole server, so they are refused (1142).
 pub const INFORMATION_SCHEMA_TABLES: [&str; 21] = [
     "tables",
     "columns",

@@ -195,7 +195,13 @@ fn a_qualified_name_as_the_first_token_is_read_without_looking_before_it() {
     // DDL names tables at any position, so `CREATE.x(` reaches the routine rule at token 0,
     // where nothing stands before the name.
     // Refused or passed, the check returns (it subtracted 1 from 0 there once).
-    for sql in ["CREATE.x()", "create.t(", "DROP.x(1)", "ALTER.x()", "`a`.b()"] {
+    for sql in [
+        "CREATE.x()",
+        "create.t(",
+        "DROP.x(1)",
+        "ALTER.x()",
+        "`a`.b()",
+    ] {
         let _ = check(sql);
     }
 }
