@@ -394,6 +394,12 @@ async fn text_read_as_mariadb_reads_it_hides_no_table() {
         "SELECT 1 /*M!999999 /* */ ' */ , (SELECT COUNT(*) FROM orders_ref.t_order) -- '",
         "SELECT 1 --\x7f '\n, (SELECT COUNT(*) FROM orders_ref.t_order) -- '",
         "SELECT * FROM {OJ orders_ref.t_order LEFT OUTER JOIN t_merchant ON 1=0} LIMIT 1",
+        // An index hint's FOR ORDER BY once ended the table list, in statements the SQL
+        // parser cannot read as in those it can.
+        "SELECT u.user FROM t_merchant USE INDEX FOR ORDER BY (PRIMARY), mysql.user u LOCK IN SHARE MODE",
+        "SELECT 1 FROM t_merchant IGNORE INDEX FOR GROUP BY (PRIMARY), order_meta.t_order_index i LIMIT 1",
+        "UPDATE t_merchant USE INDEX FOR ORDER BY (PRIMARY), orders_ref.t_order o SET o.status = o.status WHERE 1 = 0",
+        "CREATE TABLE stolen SELECT * FROM t_merchant FORCE KEY FOR ORDER BY (PRIMARY), orders_ref.t_order",
     ] {
         assert_eq!(refusal(&mut c, sql).await.0, 1142, "{sql}");
     }
@@ -415,6 +421,8 @@ async fn text_read_as_mariadb_reads_it_hides_no_table() {
     );
     // With information_schema current, its views are the proxy's in every position.
     exec(&mut c, "USE information_schema").await;
+    let sql = "SELECT t.name FROM engines e USE INDEX FOR ORDER BY (), innodb_sys_tables t";
+    assert_eq!(refusal(&mut c, sql).await.0, 1142, "{sql}");
     let hosts: Vec<String> = c
         .query("SELECT p.HOST FROM (SELECT 1) x STRAIGHT_JOIN PROCESSLIST p")
         .await

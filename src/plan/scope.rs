@@ -423,15 +423,19 @@ pub fn check_statement(
             }
         } else if t.kind == TokenKind::Word {
             let is = |words: &[&str]| words.iter().any(|w| t.is_word(sql, w));
+            let after_for = r.word(i.wrapping_sub(1), "for");
             // `ON DUPLICATE KEY UPDATE a = 1, b = 2` and `FOR UPDATE` are no table list.
-            let clause_update = t.is_word(sql, "update")
-                && (r.word(i.wrapping_sub(1), "key") || r.word(i.wrapping_sub(1), "for"));
+            let clause_update =
+                t.is_word(sql, "update") && (r.word(i.wrapping_sub(1), "key") || after_for);
+            // An index hint's `FOR ORDER BY` / `FOR GROUP BY` (`t USE INDEX FOR ORDER BY
+            // (i), db.t2`) stands inside the table list: it ends nothing.
+            let index_hint = after_for && is(&["order", "group"]);
             let top = lists.last_mut().expect("never empty");
             if clause_update {
                 *top = false;
             } else if is(&TABLE_LIST_WORDS) {
                 *top = true;
-            } else if is(&CLAUSE_WORDS) {
+            } else if is(&CLAUSE_WORDS) && !index_hint {
                 *top = false;
             }
         }

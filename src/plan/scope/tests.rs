@@ -73,6 +73,12 @@ fn tables_outside_the_scope_are_refused_wherever_they_stand() {
         "DELETE r FROM orders_ref.t_order r",
         "DELETE FROM orders_ref.t_order",
         "SELECT orders_ref.t_order.order_id FROM t_order",
+        // Index hints' FOR ORDER BY / FOR GROUP BY stand inside the table list.
+        "SELECT * FROM t_order USE INDEX FOR ORDER BY (PRIMARY), mysql.user LOCK IN SHARE MODE",
+        "SELECT * FROM t_order IGNORE KEY FOR GROUP BY (PRIMARY), orders_ref.t_order",
+        "SELECT * FROM t_order FORCE INDEX FOR JOIN (PRIMARY), order_meta.t_order_index",
+        "UPDATE t_merchant USE INDEX FOR ORDER BY (PRIMARY), orders_ref.t_order o SET o.status = 1",
+        "INSERT INTO t_order SELECT * FROM t_merchant USE INDEX FOR GROUP BY (PRIMARY), orders_ref.t_order",
         "SELECT /*!40001 * FROM orders_ref.t_order */",
         "CREATE TABLE x LIKE orders_ref.t_order",
         "DROP TABLE IF EXISTS orders_ref.t_order",
