@@ -191,3 +191,81 @@ async fn failed_logins_are_counted_and_slowed_down_for_their_address_and_user_on
     assert!(refused(&h, "victim").await < Duration::from_millis(900));
     h.stop().await;
 }
+
+/// A caching_sha2_password fast-path guess over a bare socket: the handshake response
+/// carries a wrong 32-byte token; returns the first packet the proxy answers with and
+/// how long it took, then hangs up.
+async fn fast_path_guess(h: &Harness, user: &str) -> (Vec<u8>, Duration) {
+    use mysql_common::constants::CapabilityFlags as F;
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(h.addr).await.unwrap();
+    let (_, greeting) = read_packet(&mut stream).await;
+    assert_eq!(greeting[0], 10);
+    let caps = F::CLIENT_PROTOCOL_41
+        | F::CLIENT_SECURE_CONNECTION
+        | F::CLIENT_PLUGIN_AUTH
+        | F::CLIENT_LONG_PASSWORD;
+    let mut response = Vec::new();
+    response.extend_from_slice(&caps.bits().to_le_bytes());
+    response.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    response.push(45);
+    response.extend_from_slice(&[0; 23]);
+    response.extend_from_slice(user.as_bytes());
+    response.push(0);
+    response.push(32);
+    response.extend_from_slice(&[0x5a; 32]);
+    response.extend_from_slice(b"caching_sha2_password\0");
+    let started = Instant::now();
+    write_packet(&mut stream, 1, &response).await;
+    stream.flush().await.unwrap();
+    let (_, reply) = read_packet(&mut stream).await;
+    (reply, started.elapsed())
+}
+
+/// Found by attacking the login: once a caching_sha2_password user's hash was cached, a
+/// wrong fast-path token was answered 0x04 (and a right one 0x03) at once, before the
+/// failed-login delay, and a guesser hanging up then was never counted. The delay now
+/// comes before that answer, and a login abandoned after it counts as a failure.
+#[tokio::test]
+async fn the_caching_sha2_fast_path_answers_after_the_delay_and_a_hang_up_counts() {
+    let mut config: Config = config();
+    config.users.push(sha2_user("guessed", "right"));
+    let h = Harness::start_with(config).await;
+    // A full login (RSA exchange in clear text) puts the user's hash in the fast-path cache.
+    works(as_user(&h, "guessed", "right", None)).await;
+    let (reply, took) = fast_path_guess(&h, "guessed").await;
+    assert_eq!(
+        reply,
+        [0x01, 0x04],
+        "a wrong token is asked for the full password"
+    );
+    assert!(took < Duration::from_millis(900), "{took:?}");
+    let counted = Instant::now();
+    while failures(&h, "guessed").await < 1 {
+        assert!(
+            counted.elapsed() < Duration::from_secs(5),
+            "hang-up not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for _ in 0..4 {
+        assert!(refused(&h, "guessed").await < Duration::from_millis(900));
+    }
+    assert_eq!(failures(&h, "guessed").await, 5);
+    // Five failures: the sixth attempt's fast-path answer waits 1 s.
+    let (reply, took) = fast_path_guess(&h, "guessed").await;
+    assert_eq!(reply, [0x01, 0x04]);
+    assert!(
+        (Duration::from_millis(900)..Duration::from_secs(3)).contains(&took),
+        "{took:?}"
+    );
+    let counted = Instant::now();
+    while failures(&h, "guessed").await < 6 {
+        assert!(
+            counted.elapsed() < Duration::from_secs(5),
+            "hang-up not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    h.stop().await;
+}

@@ -4,9 +4,12 @@
 //! plugin (`mysql_native_password` or `caching_sha2_password`; a client that opens with the
 //! other one gets an AuthSwitchRequest), with a fresh scramble per connection.
 //!
-//! [`accept`] reads everything the client sends but leaves the final answer (OK or ERR) to
-//! its caller, which may have to wait first: failed logins slow the next ones down
-//! ([`super::auth::Logins`]), and that wait must not count against the handshake timeout.
+//! [`accept`] reads the client's handshake response; [`authenticate_client`] checks its
+//! proof and reads the rest of the exchange, but leaves the final answer (OK or ERR) to its
+//! caller. Between the two the caller waits when failed logins of the (address, user) ask
+//! for it ([`super::auth::Logins`]): nothing that tells a right proof from a wrong one (the
+//! caching_sha2_password fast path's 0x03 or 0x04) is sent before that wait, and the wait
+//! does not count against the handshake timeout.
 
 use std::collections::HashMap;
 
@@ -124,16 +127,31 @@ pub struct ClientHello {
     pub plugin: Option<Plugin>,
 }
 
-/// Runs the handshake up to the final answer. Returns `Ok(None)` when the client went away
-/// or was refused before authentication (bad packet, unknown character set; the error
-/// packet has been sent).
+/// A client whose handshake response has been read, not yet authenticated.
+pub struct Hello {
+    client: Client,
+    nonce: [u8; 20],
+    response: ClientHello,
+}
+
+impl Hello {
+    /// The user name the client sent.
+    pub fn user(&self) -> &str {
+        &self.response.user
+    }
+}
+
+/// Runs the handshake up to the client's handshake response (greeting, TLS upgrade,
+/// character set check). Returns `Ok(None)` when the client went away or was refused
+/// before authentication (bad packet, unknown character set; the error packet has been
+/// sent).
 ///
 /// TLS is offered on TCP only: a Unix socket is secure as it is (MySQL counts it so for
 /// `require_tls`), and the greeting on it does not offer SSL.
 pub async fn accept(
     transport: ClientStream,
     cx: &Context<'_>,
-) -> Result<Option<Login>, ProxyError> {
+) -> Result<Option<Hello>, ProxyError> {
     let io = |e: std::io::Error| ProxyError::Io(format!("handshake: {e}"));
     let max_packet = cx.config.server.max_packet_size;
     let tcp = matches!(transport, ClientStream::Tcp(_));
@@ -184,6 +202,25 @@ pub async fn accept(
             return Ok(None);
         }
     }
+    Ok(Some(Hello {
+        client,
+        nonce,
+        response,
+    }))
+}
+
+/// Checks the proof of a client [`accept`] read with its user's plugin (switching the
+/// client to it first, the caching_sha2_password exchange), then `require_tls`. The
+/// verdict is in the returned [`Login`]; nothing final has been sent.
+///
+/// # Errors
+/// [`ProxyError::ClientGone`] when the client goes away or breaks the exchange.
+pub async fn authenticate_client(hello: Hello, cx: &Context<'_>) -> Result<Login, ProxyError> {
+    let Hello {
+        mut client,
+        nonce,
+        response,
+    } = hello;
     let user = cx.config.user(&response.user);
     let verdict = authenticate(&mut client, cx, &nonce, user, &response).await?;
     let verdict = verdict.and_then(|()| match user {
@@ -191,7 +228,7 @@ pub async fn accept(
         _ => Ok(()),
     });
     let tls = client.stream.get_ref().tls_info();
-    Ok(Some(Login {
+    Ok(Login {
         verdict: verdict.map_err(|reason| Refusal {
             error: access_denied(&response.user, cx.peer, !response.token.is_empty()),
             reason,
@@ -203,7 +240,7 @@ pub async fn accept(
         collation: response.collation,
         attributes: response.attributes,
         tls,
-    }))
+    })
 }
 
 async fn greet(
@@ -243,7 +280,7 @@ async fn bad_handshake(
     stream: PacketStream<ClientStream>,
     offered: CapabilityFlags,
     message: &str,
-) -> Result<Option<Login>, ProxyError> {
+) -> Result<Option<Hello>, ProxyError> {
     let mut client = Client {
         stream,
         caps: offered,

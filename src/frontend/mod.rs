@@ -60,8 +60,9 @@ pub async fn serve(proxy: Arc<Proxy>, transport: ClientStream, peer: Peer) {
         connection_id: id,
         peer: &peer_text,
     };
-    let login = match tokio::time::timeout(limit, handshake::accept(transport, &cx)).await {
-        Ok(Ok(Some(login))) => login,
+    let started = tokio::time::Instant::now();
+    let hello = match tokio::time::timeout(limit, handshake::accept(transport, &cx)).await {
+        Ok(Ok(Some(hello))) => hello,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {
             tracing::debug!(connection = id, error = %e, "handshake failed");
@@ -70,6 +71,28 @@ pub async fn serve(proxy: Arc<Proxy>, transport: ClientStream, peer: Peer) {
         Err(_) => {
             tracing::debug!(connection = id, peer = %peer.name, "handshake not finished in time");
             return;
+        }
+    };
+    // The failed-login delay comes before anything that tells a right proof from a wrong
+    // one, and outside the handshake timeout (an async sleep of this task alone).
+    let user = hello.user().to_owned();
+    let delay = proxy.logins.delay(peer.ip, &user);
+    if !delay.is_zero() {
+        tracing::debug!(user = %user, peer = %peer.name, ?delay, "recent failed logins: answering late");
+        tokio::time::sleep(delay).await;
+    }
+    let left = limit.saturating_sub(started.elapsed());
+    let login = match tokio::time::timeout(left, handshake::authenticate_client(hello, &cx)).await {
+        Ok(Ok(login)) => login,
+        Ok(Err(e)) => return abandoned(&proxy, &runtime.config, &user, &peer, &e.to_string()),
+        Err(_) => {
+            return abandoned(
+                &proxy,
+                &runtime.config,
+                &user,
+                &peer,
+                "not finished in time",
+            );
         }
     };
     let Some(login) = answer_login(&proxy, login, &peer, limit).await else {
@@ -149,20 +172,26 @@ async fn welcome(session: &mut Session, client: &mut Client, database: Option<&s
         && (database.is_none() || session.database().is_some())
 }
 
-/// Tells the client whether it is in, after the failed-login delay of its (address, user)
-/// (an async sleep of this connection's task alone, outside the handshake timeout); counts
-/// and logs a refusal (never the password). `None` when refused.
+/// A client that went away (or stalled) during authentication, after the handshake
+/// response: a failed login, counted and logged as a refusal is. Otherwise a guesser could
+/// read the caching_sha2_password fast path's answer (0x03 or 0x04) and hang up before
+/// any failure counted.
+fn abandoned(proxy: &Proxy, config: &crate::config::Config, user: &str, peer: &Peer, why: &str) {
+    proxy.logins.failed(peer.ip, user);
+    let known = config.user(user).is_some().then_some(user);
+    proxy.metrics.count_login_failure(known);
+    tracing::info!(user = %user, peer = %peer.name, reason = why, "login abandoned during authentication");
+}
+
+/// Tells the client whether it is in (the failed-login delay has been served before
+/// authentication, in [`serve`]); counts and logs a refusal (never the password). `None`
+/// when refused.
 async fn answer_login(
     proxy: &Proxy,
     mut login: handshake::Login,
     peer: &Peer,
     limit: std::time::Duration,
 ) -> Option<handshake::Login> {
-    let delay = proxy.logins.delay(peer.ip, &login.user);
-    if !delay.is_zero() {
-        tracing::debug!(user = %login.user, peer = %peer.name, ?delay, "recent failed logins: answering late");
-        tokio::time::sleep(delay).await;
-    }
     let refusal = match std::mem::replace(&mut login.verdict, Ok(())) {
         Ok(()) => {
             proxy.logins.succeeded(peer.ip, &login.user);

@@ -204,7 +204,8 @@ impl RawClient {
     }
 }
 
-async fn read_packet(s: &mut tokio::net::TcpStream) -> (u8, Vec<u8>) {
+/// Reads one packet: its sequence id and payload (within 10 s).
+pub async fn read_packet(s: &mut tokio::net::TcpStream) -> (u8, Vec<u8>) {
     use tokio::io::AsyncReadExt;
     let mut head = [0u8; 4];
     tokio::time::timeout(std::time::Duration::from_secs(10), s.read_exact(&mut head))
@@ -217,7 +218,8 @@ async fn read_packet(s: &mut tokio::net::TcpStream) -> (u8, Vec<u8>) {
     (head[3], body)
 }
 
-async fn write_packet(s: &mut tokio::net::TcpStream, seq: u8, payload: &[u8]) {
+/// Writes one packet with sequence id `seq`.
+pub async fn write_packet(s: &mut tokio::net::TcpStream, seq: u8, payload: &[u8]) {
     use tokio::io::AsyncWriteExt;
     let len = payload.len() as u32;
     let mut buf = len.to_le_bytes()[..3].to_vec();
