@@ -30,6 +30,12 @@ use crate::sql::charset::{collation_names, decoding_for};
 /// Collation id advertised in the greeting: utf8mb4_general_ci, what the backends use.
 pub const SERVER_COLLATION: u8 = 45;
 
+/// The largest packet a client may send before it is authenticated, in bytes: a
+/// handshake response (user, proof, database, plugin name, up to 64 KiB of connection
+/// attributes as MySQL allows) or an authentication reply fits many times over, and an
+/// unauthenticated client cannot make the proxy hold `server.max_packet_size` bytes.
+pub const MAX_HANDSHAKE_PACKET: usize = 128 * 1024;
+
 /// ER_HANDSHAKE_ERROR: a first packet that is neither a HandshakeResponse nor, with TLS
 /// configured, an SSLRequest.
 const ER_HANDSHAKE_ERROR: u16 = 1043;
@@ -153,7 +159,7 @@ pub async fn accept(
     cx: &Context<'_>,
 ) -> Result<Option<Hello>, ProxyError> {
     let io = |e: std::io::Error| ProxyError::Io(format!("handshake: {e}"));
-    let max_packet = cx.config.server.max_packet_size;
+    let max_packet = cx.config.server.max_packet_size.min(MAX_HANDSHAKE_PACKET);
     let tcp = matches!(transport, ClientStream::Tcp(_));
     let mut stream = PacketStream::new(transport, max_packet);
     let nonce = auth::scramble();
@@ -228,6 +234,9 @@ pub async fn authenticate_client(hello: Hello, cx: &Context<'_>) -> Result<Login
         _ => Ok(()),
     });
     let tls = client.stream.get_ref().tls_info();
+    client
+        .stream
+        .set_max_packet(cx.config.server.max_packet_size);
     Ok(Login {
         verdict: verdict.map_err(|reason| Refusal {
             error: access_denied(&response.user, cx.peer, !response.token.is_empty()),

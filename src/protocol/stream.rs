@@ -73,6 +73,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         }
     }
 
+    /// Packets above `max_packet` bytes are refused from now on (a handshake reads with a
+    /// small limit, the session after it with the configured one).
+    pub fn set_max_packet(&mut self, max_packet: usize) {
+        self.codec.max_allowed_packet = max_packet;
+    }
+
     /// Starts a new command: sequence ids count from 0 again.
     pub fn reset_seq(&mut self) {
         self.codec.reset_seq_id();

@@ -247,6 +247,9 @@ fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
                 } else if t.is_punct(sql, ")") {
                     depth -= 1;
                 } else if depth == 0 && t.is_word(sql, "for") {
+                    if let Some(name) = privileged_statement_variable(sql, &tokens[..i], mode) {
+                        return Command::Administrative(format!("SET STATEMENT {name}"));
+                    }
                     return match classify_plain(sql, &tokens[i + 1..], mode) {
                         c @ (Command::Administrative(_) | Command::Refused(_)) => c,
                         _ => Command::Statement,
@@ -265,8 +268,64 @@ fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
         {
             return Command::Administrative(what.clone());
         }
+        if let Some(name) = items.iter().find_map(|i| match i {
+            SetItem::SessionVar(name) if is_privileged_variable(name) => Some(name),
+            _ => None,
+        }) {
+            return Command::Administrative(format!("SET {name}"));
+        }
     }
     command
+}
+
+/// Session variables MariaDB lets only SUPER (or BINLOG ADMIN, REPLICATION ...) accounts
+/// set: they keep a session's writes out of the binary log or the general log, or forge
+/// replication identities. The backend account may hold those privileges; a client of the
+/// proxy never gets them (1227, as MariaDB answers an account without them).
+const PRIVILEGED_VARIABLES: [&str; 17] = [
+    "sql_log_bin",
+    "sql_log_off",
+    "pseudo_thread_id",
+    "pseudo_slave_mode",
+    "server_id",
+    "gtid_domain_id",
+    "gtid_seq_no",
+    "skip_replication",
+    "binlog_format",
+    "binlog_annotate_row_events",
+    "binlog_direct_non_transactional_updates",
+    "binlog_row_image",
+    "binlog_row_metadata",
+    "wsrep_on",
+    "debug",
+    "debug_dbug",
+    "debug_sync",
+];
+
+/// Whether `name` (lower case) is one of [`PRIVILEGED_VARIABLES`].
+fn is_privileged_variable(name: &str) -> bool {
+    PRIVILEGED_VARIABLES.contains(&name)
+}
+
+/// The first privileged variable `SET STATEMENT a = 1, b = 2 FOR ...` sets (`tokens` from
+/// `STATEMENT` up to `FOR`).
+fn privileged_statement_variable(sql: &[u8], tokens: &[Token], mode: LexMode) -> Option<String> {
+    let mut depth = 0i32;
+    tokens.windows(2).enumerate().find_map(|(i, pair)| {
+        if pair[0].is_punct(sql, "(") {
+            depth += 1;
+        } else if pair[0].is_punct(sql, ")") {
+            depth -= 1;
+        }
+        let starts_item =
+            i == 0 || tokens[i - 1].is_punct(sql, ",") || tokens[i - 1].is_word(sql, "statement");
+        let named = depth == 0
+            && starts_item
+            && matches!(pair[0].kind, TokenKind::Word | TokenKind::QuotedIdent)
+            && pair[1].is_punct(sql, "=");
+        let name = ident_text(sql, &pair[0], mode).to_ascii_lowercase();
+        (named && is_privileged_variable(&name)).then_some(name)
+    })
 }
 
 fn dynamic_sql() -> Command {
@@ -452,6 +511,19 @@ fn administrative(sql: &[u8], tokens: &[Token], words: &[Word]) -> Option<String
     };
     if found.is_some() {
         return found;
+    }
+    // CREATE/ALTER TABLE ... DATA DIRECTORY = '/path' (or INDEX DIRECTORY) puts files
+    // where the server's host says, as FILE-privileged accounts may.
+    if matches!(w(0), "create" | "alter")
+        && tokens.windows(2).any(|p| {
+            (p[0].is_word(sql, "data") || p[0].is_word(sql, "index"))
+                && p[1].is_word(sql, "directory")
+        })
+    {
+        return Some(format!(
+            "{} TABLE ... DATA DIRECTORY",
+            w(0).to_ascii_uppercase()
+        ));
     }
     // SELECT ... INTO OUTFILE/DUMPFILE writes a file on the server's host; LOAD_FILE()
     // reads one.

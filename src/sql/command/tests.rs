@@ -218,6 +218,19 @@ fn administration_is_recognized() {
         "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1",
         "BACKUP STAGE START",
         "SELECT LOAD_FILE('/etc/hostname')",
+        // Found by an attack: forwarded, they ran with the backend account's privileges.
+        "SET sql_log_bin = 0",
+        "SET SESSION sql_log_off = 1",
+        "SET @@session.pseudo_thread_id = 7",
+        "SET @@gtid_seq_no = 100",
+        "SET autocommit = 1, `skip_replication` = 1",
+        "SET LOCAL binlog_format = 'STATEMENT'",
+        "SET server_id = 99",
+        "SET STATEMENT sql_log_bin = 0 FOR INSERT INTO t_merchant VALUES (1)",
+        "SET STATEMENT max_statement_time = 1, sql_log_off = 1 FOR SELECT 1",
+        "CREATE TABLE t (a INT) DATA DIRECTORY = '/tmp'",
+        "create table t (a int) engine=MyISAM index directory '/tmp'",
+        "ALTER TABLE t DATA DIRECTORY = '/tmp'",
     ] {
         assert!(
             matches!(cmd(sql), Command::Administrative(_)),
@@ -227,6 +240,18 @@ fn administration_is_recognized() {
     }
     assert_eq!(cmd("START TRANSACTION"), Command::Begin);
     assert_eq!(cmd("CREATE TABLE t (a INT)"), Command::Statement);
+    assert_eq!(
+        cmd("CREATE TABLE t (data INT, directory INT)"),
+        Command::Statement
+    );
+    assert_eq!(
+        cmd("SET STATEMENT max_statement_time = 1 FOR SELECT 1"),
+        Command::Statement
+    );
+    assert!(!matches!(
+        cmd("SET sql_log_bin_x = 0, @sql_log_bin = 0"),
+        Command::Administrative(_)
+    ));
     assert_eq!(
         cmd("CREATE TABLE t (user INT, role INT)"),
         Command::Statement
