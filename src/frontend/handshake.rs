@@ -411,7 +411,12 @@ async fn sha2(
         Ok(p) => p,
         Err(reason) => return Ok(Err(reason)),
     };
-    match auth::full_ok(&password, &user.credential) {
+    // A `$A$005$` hash costs 5,000 SHA-256 rounds: on a blocking thread, as the RSA step.
+    let credential = user.credential.clone();
+    let checked = tokio::task::spawn_blocking(move || auth::full_ok(&password, &credential))
+        .await
+        .map_err(|e| ProxyError::Io(format!("password check: {e}")))?;
+    match checked {
         Some(stage2) => {
             cx.logins.sha2_learnt(&user.name, &user.credential, stage2);
             Ok(Ok(()))
@@ -448,6 +453,12 @@ async fn sha2_full(
         client.flush().await?;
         packet = client.stream.expect_packet().await.map_err(gone)?.to_vec();
     }
-    Ok(auth::rsa_password(&key.private, nonce, &packet)
-        .ok_or("password not RSA-encrypted with the proxy's key"))
+    // An RSA decryption takes a millisecond or more: on a blocking thread, so a flood of
+    // them does not stall the sessions that share this worker.
+    let nonce = *nonce;
+    let password =
+        tokio::task::spawn_blocking(move || auth::rsa_password(&key.private, &nonce, &packet))
+            .await
+            .map_err(|e| ProxyError::Io(format!("RSA decryption: {e}")))?;
+    Ok(password.ok_or("password not RSA-encrypted with the proxy's key"))
 }

@@ -363,6 +363,13 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode)
                     "KILL QUERY ID (it takes a backend query id; the proxy kills by its own connection ids: KILL QUERY <connection id>)".to_owned(),
                 );
             }
+            let by_user = w(verb) == "user"
+                || (w(verb) == "connection" || w(verb) == "query") && w(verb + 1) == "user";
+            if by_user {
+                return Command::Refused(
+                    "KILL ... USER (the proxy kills by its own connection ids: SHOW PROCESSLIST lists them)".to_owned(),
+                );
+            }
             let query_only = w(verb) == "query";
             let own = tokens.windows(3).any(|t| {
                 t[0].is_word(sql, "connection_id")

@@ -158,6 +158,13 @@ fn show_and_describe() {
         }
     );
     assert!(matches!(cmd("KILL QUERY ID 12"), Command::Refused(_)));
+    for sql in [
+        "KILL USER app",
+        "KILL HARD QUERY USER 'app'",
+        "KILL CONNECTION USER app",
+    ] {
+        assert!(matches!(cmd(sql), Command::Refused(_)), "{sql}");
+    }
 }
 
 #[test]
