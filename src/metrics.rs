@@ -76,6 +76,7 @@ pub struct Metrics {
     backend_errors: Family<BackendErrorLabels, Counter>,
     client_connections: Gauge,
     clients_accepted: Counter,
+    clients_refused: Counter,
     config_reloads: Family<ResultLabel, Counter>,
     draining: AtomicBool,
     scatters: Family<UserLabel, Counter>,
@@ -101,6 +102,7 @@ impl Default for Metrics {
             backend_errors: Family::default(),
             client_connections: Gauge::default(),
             clients_accepted: Counter::default(),
+            clients_refused: Counter::default(),
             config_reloads: Family::default(),
             draining: AtomicBool::new(false),
             scatters: Family::default(),
@@ -259,6 +261,11 @@ impl Metrics {
         ClientGuard(&self.client_connections)
     }
 
+    /// Counts a client connection refused at `server.max_connections`.
+    pub fn count_connection_refused(&self) {
+        self.clients_refused.inc();
+    }
+
     /// Counts a failed client login. `user` is a configured user's name, or `None` for a
     /// name no user has (all such counted under `(unknown)`, so made-up names cannot grow
     /// the label set).
@@ -349,6 +356,11 @@ impl Metrics {
             "client_connections_accepted",
             "Client connections accepted",
             self.clients_accepted.clone(),
+        );
+        r.register(
+            "client_connections_refused",
+            "Client connections refused because server.max_connections were open",
+            self.clients_refused.clone(),
         );
         r.register(
             "config_reloads",

@@ -153,7 +153,13 @@ pub async fn serve(
     tokio::pin!(shutdown);
     let accept = |sessions: &mut JoinSet<()>, accepted: std::io::Result<_>| match accepted {
         Ok((transport, peer)) => {
-            sessions.spawn(crate::frontend::serve(proxy.clone(), transport, peer));
+            let limit = proxy.runtime().config.server.max_connections;
+            if sessions.len() >= limit {
+                proxy.metrics.count_connection_refused();
+                tokio::spawn(crate::frontend::refuse_connection(transport, peer, limit));
+            } else {
+                sessions.spawn(crate::frontend::serve(proxy.clone(), transport, peer));
+            }
             None
         }
         Err(e) => {

@@ -245,3 +245,39 @@ async fn a_handshake_packet_is_limited_before_authentication() {
     assert_eq!(n, Some(1 << 20));
     h.stop().await;
 }
+
+/// `server.max_connections`: one client more is answered 1040 in place of the greeting
+/// (mysql_async reports the server's error), counted on /metrics; a freed slot serves
+/// again.
+#[tokio::test]
+async fn clients_over_max_connections_are_answered_too_many_connections() {
+    let mut config = config();
+    config.server.max_connections = 2;
+    let h = Harness::start_with(config).await;
+    let first = h.client().await;
+    let _second = h.client().await;
+    match mysql_async::Conn::new(h.opts()).await {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!((e.code, e.message.as_str()), (1040, "Too many connections"));
+        }
+        other => panic!("expected 1040, got {other:?}"),
+    }
+    assert!(
+        h.metrics_text()
+            .await
+            .contains("routekey_client_connections_refused_total 1"),
+    );
+    first.disconnect().await.unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        match mysql_async::Conn::new(h.opts()).await {
+            Ok(c) => break c.disconnect().await.unwrap(),
+            Err(e) => assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "the freed slot serves no one: {e}"
+            ),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    h.stop().await;
+}

@@ -191,6 +191,10 @@ pub struct ServerConfig {
     pub analysis_cache_capacity: u64,
     /// A client that has not finished its handshake by then is dropped (default 10 s).
     pub handshake_timeout: Duration,
+    /// Client connections served at once, on TCP and the Unix socket together (default
+    /// 2048, ProxySQL's `mysql-max_connections`). One more is answered ER_CON_COUNT_ERROR
+    /// (1040, "Too many connections") instead of a greeting and closed. Reloadable.
+    pub max_connections: usize,
     /// On SIGTERM or `/quitquitquit`: how long running statements and open transactions
     /// may take to finish, counted from the signal, before what is left is closed (open
     /// transactions rolled back on the backend). Default 30 s.

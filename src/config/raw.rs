@@ -139,6 +139,12 @@ pub struct RawServer {
     pub rsa_private_key_file: Option<String>,
     #[serde(default)]
     pub worker_threads: Option<usize>,
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+fn default_max_connections() -> usize {
+    2048
 }
 
 fn default_drain_timeout() -> Duration {

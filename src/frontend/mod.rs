@@ -40,6 +40,28 @@ enum Next {
     Quit,
 }
 
+/// ER_CON_COUNT_ERROR: `server.max_connections` clients are served already.
+const ER_CON_COUNT_ERROR: u16 = 1040;
+
+/// Answers a client over `server.max_connections` with ER_CON_COUNT_ERROR in place of the
+/// greeting (as MariaDB does) and closes the connection.
+pub async fn refuse_connection(transport: ClientStream, peer: Peer, limit: usize) {
+    use tokio::io::AsyncWriteExt;
+    tracing::warn!(peer = %peer.name, limit, "too many connections: refused (server.max_connections)");
+    let mut packet = vec![0, 0, 0, 0, 0xFF];
+    packet.extend_from_slice(&ER_CON_COUNT_ERROR.to_le_bytes());
+    // Before the handshake no capabilities are agreed: no SQL state marker, as MariaDB.
+    packet.extend_from_slice(b"Too many connections");
+    let len = u32::try_from(packet.len() - 4).expect("a short packet");
+    packet[..3].copy_from_slice(&len.to_le_bytes()[..3]);
+    let mut transport = transport;
+    let write = async {
+        transport.write_all(&packet).await?;
+        transport.shutdown().await
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+}
+
 /// Serves one client connection until it quits or fails.
 pub async fn serve(proxy: Arc<Proxy>, transport: ClientStream, peer: Peer) {
     if let ClientStream::Tcp(tcp) = &transport {

@@ -278,6 +278,9 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
             "server.drain_delay: must be shorter than server.drain_timeout (the delay counts against it)",
         ));
     }
+    if raw.server.max_connections == 0 {
+        return Err(c.err(None, "server.max_connections: must be at least 1"));
+    }
     if raw.server.worker_threads == Some(0) || raw.server.worker_threads > Some(1024) {
         return Err(c.err(
             None,
@@ -291,6 +294,7 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
         max_packet_size: raw.server.max_packet_size,
         analysis_cache_capacity: raw.server.analysis_cache_capacity,
         handshake_timeout: raw.server.handshake_timeout,
+        max_connections: raw.server.max_connections,
         drain_timeout: raw.server.drain_timeout,
         drain_delay: raw.server.drain_delay,
         tls: match (&raw.server.tls_cert_file, &raw.server.tls_key_file) {
