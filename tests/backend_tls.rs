@@ -161,6 +161,22 @@ async fn statements_through_the_proxy_run_on_encrypted_backend_connections() {
         .unwrap()
         .unwrap();
     assert_eq!(orders, expected);
+    // SHOW STATUS speaks of the client's connection, which is clear text here, in every
+    // form; the backend's own session (information_schema.SESSION_STATUS above) is
+    // encrypted.
+    for sql in [
+        "SHOW STATUS LIKE 'Ssl_cipher'",
+        "SHOW SESSION STATUS",
+        "SHOW STATUS WHERE Variable_name IN ('Ssl_cipher', 'Ssl_version')",
+    ] {
+        let rows: Vec<(String, String)> = c.query(sql).await.unwrap();
+        for name in ["Ssl_cipher", "Ssl_version"] {
+            match rows.iter().find(|r| r.0 == name) {
+                Some((_, value)) => assert_eq!(value, "", "{sql}: {name}"),
+                None => assert!(sql.contains("LIKE"), "{sql}: no {name} row"),
+            }
+        }
+    }
     drop(c);
     h.stop().await;
 }

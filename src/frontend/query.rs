@@ -182,7 +182,7 @@ impl Session {
                 self.kill(client, query_only, target, more).await
             }
             Command::ShowRouteStats => self.show_route_stats(client, more),
-            Command::ShowTlsStatus { like } => self.show_tls_status(client, &like, more),
+            Command::ShowSessionStatus => self.show_session_status(client, sql, more).await,
             Command::ShowDatabases { filter } => {
                 self.show_databases(client, sql, filter, more).await
             }

@@ -119,29 +119,44 @@ impl Session {
         client.result_set(&columns, &rows, ("", ""), status)
     }
 
-    /// `SHOW [SESSION] STATUS LIKE 'Ssl...'`: `Ssl_cipher` and `Ssl_version` of the client
-    /// connection (empty strings in clear text, as MySQL shows them).
-    pub fn show_tls_status(
+    /// `SHOW [SESSION] STATUS [LIKE ... | WHERE ...]`: the default datasource's answer,
+    /// with the `Ssl_` variables that describe one connection replaced by the client
+    /// connection's (see [`client_ssl_status`]); the backend's would describe the proxy's
+    /// own link to it.
+    pub async fn show_session_status(
         &mut self,
         client: &mut Client,
-        pattern: &[u8],
+        sql: &[u8],
         more: bool,
     ) -> Result<(), ProxyError> {
-        let (cipher, version) = match &self.tls {
-            Some(t) => (t.cipher.as_bytes().to_vec(), t.version.as_bytes().to_vec()),
-            None => (Vec::new(), Vec::new()),
-        };
-        let rows: Vec<Vec<Option<Vec<u8>>>> = [("Ssl_cipher", cipher), ("Ssl_version", version)]
-            .into_iter()
-            .filter(|(name, _)| like(pattern, name.as_bytes()))
-            .map(|(name, value)| vec![Some(name.as_bytes().to_vec()), Some(value)])
-            .collect();
-        let charset = self.result_charset();
-        let columns = [
-            varchar("Variable_name", 64, charset),
-            varchar("Value", 2048, charset),
-        ];
-        client.result_set(&columns, &rows, ("", ""), self.final_status(more))
+        let ds = self.rt.config.sharding.default_datasource;
+        let conn = self.connection(ds).await?;
+        let fetched = conn.query_raw(sql).await;
+        self.txn.release_idle();
+        let (columns, raw_rows) = fetched?;
+        let width = columns.len();
+        let status = self.final_status(more);
+        let mut header = Vec::new();
+        put_lenenc_int(&mut header, width as u64);
+        client.packet(&header)?;
+        for def in &columns {
+            client.packet(def)?;
+        }
+        client.columns_end(status)?;
+        for raw in &raw_rows {
+            let Some(mut row) = parse_text_row(raw, width).filter(|r| r.len() == 2) else {
+                client.packet(raw)?;
+                continue;
+            };
+            let name = row[0].clone().unwrap_or_default();
+            if let Some(value) = client_ssl_status(&name, self.tls.as_ref()) {
+                row[1] = Some(value.into_bytes());
+            }
+            let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
+            client.packet(&text_row(&values))?;
+        }
+        self.warnings.clear();
+        client.rows_end(0, status)
     }
 
     /// `SHOW ROUTEKEY STATS`: resolutions by layer since the proxy started, decode failures
@@ -629,6 +644,26 @@ fn replace_first(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
         Some(i) => [&haystack[..i], to, &haystack[i + from.len()..]].concat(),
         None => haystack.to_vec(),
     }
+}
+
+/// The value of status variable `name` for the client connection when it is one of the
+/// `Ssl_` variables MariaDB keeps per connection; `None` for any other variable (the
+/// backend's value stands). In clear text they read as MariaDB shows them for a clear-text
+/// connection (empty, or 0). Over TLS, `Ssl_cipher` and `Ssl_version` are the client
+/// connection's, `Ssl_cipher_list` names the one suite in use; the certificate dates and
+/// verification settings are not tracked and read empty or 0.
+pub fn client_ssl_status(name: &[u8], tls: Option<&super::stream::TlsInfo>) -> Option<String> {
+    let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+    let text = |v: Option<&String>| v.cloned().unwrap_or_default();
+    Some(match name.as_str() {
+        "ssl_cipher" | "ssl_cipher_list" => text(tls.map(|t| &t.cipher)),
+        "ssl_version" => text(tls.map(|t| &t.version)),
+        "ssl_server_not_after" | "ssl_server_not_before" => String::new(),
+        "ssl_default_timeout" | "ssl_sessions_reused" | "ssl_verify_depth" | "ssl_verify_mode" => {
+            "0".to_owned()
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

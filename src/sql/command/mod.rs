@@ -88,12 +88,10 @@ pub enum Command {
     },
     /// `SHOW ROUTEKEY STATS`: the proxy's route resolution counters (SPEC §8).
     ShowRouteStats,
-    /// `SHOW [SESSION | LOCAL] STATUS LIKE 'Ssl...'`: the client connection's TLS status,
-    /// which only the proxy knows (other status variables are the backend's).
-    ShowTlsStatus {
-        /// The `LIKE` pattern, unescaped.
-        like: Vec<u8>,
-    },
+    /// `SHOW [SESSION | LOCAL] STATUS [LIKE ... | WHERE ...]`: the backend's answer with
+    /// the `Ssl_` variables of a connection replaced by the client connection's, which
+    /// only the proxy knows (the backend's describe the proxy's own link).
+    ShowSessionStatus,
     /// `SHOW DATABASES | SCHEMAS [LIKE 'pattern' | WHERE ...]`: the databases the user may
     /// use (SPEC §8a), never the backend's list.
     ShowDatabases {
@@ -693,8 +691,8 @@ fn show(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode) -> Command 
         ("routekey", "callers") if tokens.len() == 3 => Command::ShowCallers,
         ("routekey", "shards") if tokens.len() == 3 => Command::ShowRouteShards,
         ("routekey", "pools") if tokens.len() == 3 => Command::ShowRoutePools,
-        ("status", _) => show_tls_status(sql, tokens, 2, mode),
-        ("session" | "local", "status") => show_tls_status(sql, tokens, 3, mode),
+        ("status", _) => show_session_status(sql, tokens, 2),
+        ("session" | "local", "status") => show_session_status(sql, tokens, 3),
         ("tables", _) => show_tables(sql, tokens, 2, false, mode),
         ("table", "status") => show_table_status(sql, tokens, mode),
         ("full", "tables") => show_tables(sql, tokens, 3, true, mode),
@@ -712,20 +710,12 @@ fn show(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode) -> Command 
     }
 }
 
-/// `SHOW STATUS LIKE 'pattern'` whose pattern can only match `Ssl_` variables; anything
-/// else is the backend's.
-fn show_tls_status(sql: &[u8], tokens: &[Token], i: usize, mode: LexMode) -> Command {
-    let pattern = tokens
-        .get(i)
-        .filter(|t| t.is_word(sql, "like") && tokens.len() == i + 2)
-        .and_then(|_| tokens.get(i + 1))
-        .filter(|t| t.kind == TokenKind::String)
-        .map(|t| unescape_string(t.bytes(sql), mode));
-    match pattern {
-        Some(like) if like.len() >= 3 && like[..3].eq_ignore_ascii_case(b"ssl") => {
-            Command::ShowTlsStatus { like }
-        }
-        _ => Command::Statement,
+/// `SHOW [SESSION] STATUS`, alone or with `LIKE` or `WHERE` from token `i` on.
+fn show_session_status(sql: &[u8], tokens: &[Token], i: usize) -> Command {
+    match tokens.get(i) {
+        None => Command::ShowSessionStatus,
+        Some(t) if t.is_word(sql, "like") || t.is_word(sql, "where") => Command::ShowSessionStatus,
+        Some(_) => Command::Statement,
     }
 }
 

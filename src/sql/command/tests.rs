@@ -327,23 +327,18 @@ fn explain_route_body_keeps_the_hints_before_its_verb() {
 }
 
 #[test]
-fn show_status_of_ssl_variables_is_the_proxys_and_the_rest_the_backends() {
-    let tls = |like: &str| Command::ShowTlsStatus {
-        like: like.as_bytes().to_vec(),
-    };
-    assert_eq!(cmd("SHOW STATUS LIKE 'Ssl_cipher'"), tls("Ssl_cipher"));
-    assert_eq!(cmd("show session status like 'ssl%'"), tls("ssl%"));
-    assert_eq!(
-        cmd("SHOW LOCAL STATUS LIKE 'Ssl_version'"),
-        tls("Ssl_version")
-    );
-    for other in [
+fn show_session_status_is_answered_with_the_client_connections_ssl_variables() {
+    for sql in [
         "SHOW STATUS",
-        "SHOW GLOBAL STATUS LIKE 'Ssl_cipher'",
+        "SHOW STATUS LIKE 'Ssl_cipher'",
+        "show session status like 'ssl%'",
+        "SHOW LOCAL STATUS LIKE 'Ssl_version'",
         "SHOW STATUS LIKE '%cipher'",
-        "SHOW STATUS LIKE 'Threads%'",
         "SHOW STATUS WHERE Variable_name = 'Ssl_cipher'",
     ] {
+        assert_eq!(cmd(sql), Command::ShowSessionStatus, "{sql}");
+    }
+    for other in ["SHOW GLOBAL STATUS LIKE 'Ssl_cipher'", "SHOW STATUS x"] {
         assert_eq!(cmd(other), Command::Statement, "{other}");
     }
 }
