@@ -400,6 +400,15 @@ async fn text_read_as_mariadb_reads_it_hides_no_table() {
         "SELECT 1 FROM t_merchant IGNORE INDEX FOR GROUP BY (PRIMARY), order_meta.t_order_index i LIMIT 1",
         "UPDATE t_merchant USE INDEX FOR ORDER BY (PRIMARY), orders_ref.t_order o SET o.status = o.status WHERE 1 = 0",
         "CREATE TABLE stolen SELECT * FROM t_merchant FORCE KEY FOR ORDER BY (PRIMARY), orders_ref.t_order",
+        // A second attack: lists in parentheses after UPDATE and USING, ODBC braces with
+        // any word, short executable comment versions, `value` as an alias.
+        "UPDATE (t_merchant, order_meta.t_order_index) SET channel = channel WHERE 1 = 0",
+        "DELETE FROM i USING (t_merchant m, orders_ref.t_order i) WHERE 1 = 0 AND \\N IS NULL",
+        "SELECT user FROM { foo mysql.user LEFT OUTER JOIN t_merchant ON 1 = 0 }",
+        "SELECT user, \\N FROM t_merchant /*!12where*/, mysql.user",
+        "SELECT COUNT(*), \\N FROM t_merchant value, orders_ref.t_order",
+        "UPDATE t_merchant value, orders_ref.t_order i SET i.status = i.status WHERE 1 = 0 AND \\N IS NULL",
+        "LOCK TABLES t_merchant value READ, orders_ref.t_order READ",
     ] {
         assert_eq!(refusal(&mut c, sql).await.0, 1142, "{sql}");
     }
@@ -421,8 +430,13 @@ async fn text_read_as_mariadb_reads_it_hides_no_table() {
     );
     // With information_schema current, its views are the proxy's in every position.
     exec(&mut c, "USE information_schema").await;
-    let sql = "SELECT t.name FROM engines e USE INDEX FOR ORDER BY (), innodb_sys_tables t";
-    assert_eq!(refusal(&mut c, sql).await.0, 1142, "{sql}");
+    for sql in [
+        "SELECT t.name FROM engines e USE INDEX FOR ORDER BY (), innodb_sys_tables t",
+        "SELECT COUNT(*) FROM { OJ routines LEFT OUTER JOIN tables ON 1 = 0 }",
+        "SELECT COUNT(*), \\N FROM tables value, routines",
+    ] {
+        assert_eq!(refusal(&mut c, sql).await.0, 1142, "{sql}");
+    }
     let hosts: Vec<String> = c
         .query("SELECT p.HOST FROM (SELECT 1) x STRAIGHT_JOIN PROCESSLIST p")
         .await
@@ -461,4 +475,52 @@ fn naming_the_proxys_own_databases_is_a_configuration_error() {
     let config = routekey_proxy::config::Config::from_toml(&fine, "demo.toml").unwrap();
     assert_eq!(config.users[0].databases, ["orders_ref"]);
     assert!(config.users[0].process);
+}
+
+/// Found by attacking the scope: in latin1 (and latin2) the byte 0xA0 is a space to the
+/// server, so `USE\xA0mysql` changed the database of a pooled backend connection behind
+/// the proxy's back (and every session that got the connection after it). Names with such
+/// bytes outside quotes are refused in single-byte character sets; `USE` takes exactly one
+/// name.
+#[tokio::test]
+async fn bytes_a_single_byte_character_set_reads_as_spaces_hide_no_name() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut raw = RawClient::connect(h.addr).await;
+    let code = |packets: &[Vec<u8>]| {
+        let p = &packets[0];
+        (p[0] == 0xFF).then(|| u16::from_le_bytes([p[1], p[2]]))
+    };
+    assert_eq!(code(&raw.command(0x03, b"SET NAMES latin1").await), None);
+    for sql in [
+        &b"USE\xa0mysql"[..],
+        b"SELECT user FROM\xa0mysql.user",
+        b"SELECT user FROM t_merchant\xa0JOIN mysql.user",
+        b"SELECT `caf\xe9` FROM t_merchant\xa0JOIN orders_ref.t_order",
+    ] {
+        let reply = raw.command(0x03, sql).await;
+        assert_eq!(code(&reply), Some(1235), "{}", String::from_utf8_lossy(sql));
+    }
+    // Quoted, such bytes are names as usual.
+    let reply = raw.command(0x03, b"SELECT 1 AS `caf\xe9`").await;
+    assert_eq!(reply[0], [1], "one column: {reply:?}");
+    let rows = raw.read_until_eof().await;
+    assert_eq!(rows.len(), 2, "one row and EOF: {rows:?}");
+    for sql in ["USE /*!mysql*/", "USE orders_ref extra"] {
+        let reply = raw.command(0x03, sql.as_bytes()).await;
+        assert!(
+            code(&reply).is_some(),
+            "{sql}: {:?}",
+            String::from_utf8_lossy(&reply[0])
+        );
+    }
+    // No pooled connection was moved to another database.
+    for _ in 0..10 {
+        let mut c = h.client().await;
+        let n: Option<u64> = c
+            .query_first("SELECT COUNT(*) FROM t_merchant")
+            .await
+            .unwrap();
+        assert!(n.is_some());
+    }
+    h.stop().await;
 }

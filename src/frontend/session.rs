@@ -369,6 +369,20 @@ impl Session {
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
     ) -> Result<(), ProxyError> {
+        // In a single-byte character set a byte above 0x7F may be a space to the server
+        // (0xA0 in latin1 and latin2, not in cp1251): the proxy, reading it as part of a
+        // name, would not see the words it separates (`USE\xA0mysql`).
+        if self.decoding == Decoding::SingleByte {
+            let unquoted = lexed.tokens.iter().any(|t| {
+                t.kind == crate::sql::lexer::TokenKind::Word
+                    && t.bytes(sql).iter().any(|&b| b > 0x7F)
+            });
+            if unquoted {
+                return Err(ProxyError::unsupported(
+                    "a name with bytes above 0x7F outside quotes in a single-byte character set (some of them are spaces to the server): quote the name with backquotes, or use utf8mb4",
+                ));
+            }
+        }
         if let Some(db) = self.database.as_deref() {
             let is_use = lexed.tokens.first().is_some_and(|t| t.is_word(sql, "use"));
             if !is_use {

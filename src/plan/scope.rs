@@ -49,9 +49,72 @@ pub struct Scope {
     /// MariaDB database names are case-sensitive on Linux, so `ORDERS_REF` may be another
     /// database than `orders_ref`.
     databases: Vec<String>,
+    /// Databases known to exist outside the scope (lower case): the shard databases, the
+    /// index table's, every datasource's, and the server's own (`mysql`, `sys`,
+    /// `performance_schema`). A qualified name whose qualifier is one of them is refused
+    /// wherever it stands (see [`check_statement`]).
+    elsewhere: Vec<String>,
     /// `process = true`: sees and may kill every session.
     pub process: bool,
 }
+
+/// `information_schema` views MariaDB 10.11 has that show what the backend account sees of
+/// the whole server (everything not in [`INFORMATION_SCHEMA_TABLES`]), and the prefixes
+/// of plugin views (InnoDB, the thread pool, Galera, ...). Named anywhere in a statement,
+/// with `information_schema` or as the current database, they are refused (1142): a
+/// reader that missed a table position must not let them through.
+const REFUSED_INFORMATION_SCHEMA_TABLES: [&str; 24] = [
+    "all_plugins",
+    "applicable_roles",
+    "check_constraints",
+    "client_statistics",
+    "column_privileges",
+    "enabled_roles",
+    "events",
+    "geometry_columns",
+    "global_status",
+    "index_statistics",
+    "key_caches",
+    "optimizer_trace",
+    "parameters",
+    "referential_constraints",
+    "routines",
+    "schema_privileges",
+    "spatial_ref_sys",
+    "system_variables",
+    "tablespaces",
+    "table_privileges",
+    "table_statistics",
+    "user_privileges",
+    "user_statistics",
+    "user_variables",
+];
+
+/// Prefixes of refused plugin views in `information_schema` (see
+/// [`REFUSED_INFORMATION_SCHEMA_TABLES`]).
+const REFUSED_INFORMATION_SCHEMA_PREFIXES: [&str; 6] = [
+    "innodb_",
+    "thread_pool_",
+    "wsrep_",
+    "rocksdb_",
+    "spider_",
+    "columnstore_",
+];
+
+/// Whether `name` is a refused `information_schema` view ([`REFUSED_INFORMATION_SCHEMA_TABLES`],
+/// the prefixes, `views`, `users`), in any case.
+fn is_refused_view(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    REFUSED_INFORMATION_SCHEMA_TABLES.contains(&lower.as_str())
+        || REFUSED_INFORMATION_SCHEMA_PREFIXES
+            .iter()
+            .any(|p| lower.starts_with(p))
+        || lower == "views"
+        || lower == "users"
+}
+
+/// The server's own databases besides `information_schema`.
+const SYSTEM_DATABASES: [&str; 3] = ["mysql", "sys", "performance_schema"];
 
 impl Scope {
     /// The scope of user `user` (connected from `host`) under `config`. An unknown user
@@ -68,12 +131,39 @@ impl Scope {
                 unique.push(db);
             }
         }
+        let known = config
+            .sharding
+            .shards
+            .iter()
+            .map(|s| s.database.as_str())
+            .chain([config.index.database.as_str()])
+            .chain(
+                config
+                    .datasources
+                    .iter()
+                    .filter_map(|d| d.database.as_deref()),
+            )
+            .chain(SYSTEM_DATABASES);
+        let mut elsewhere: Vec<String> = Vec::new();
+        for db in known {
+            let lower = db.to_ascii_lowercase();
+            if !unique.iter().any(|d| d.eq_ignore_ascii_case(db)) && !elsewhere.contains(&lower) {
+                elsewhere.push(lower);
+            }
+        }
         Self {
             user: user.to_owned(),
             host: host.to_owned(),
             databases: unique,
+            elsewhere,
             process: configured.is_some_and(|u| u.process),
         }
+    }
+
+    /// Whether `name` is a database known to exist outside the scope, in any case (a
+    /// server with `lower_case_table_names` reads `MYSQL` as `mysql`).
+    fn is_elsewhere(&self, name: &str) -> bool {
+        self.elsewhere.iter().any(|d| d.eq_ignore_ascii_case(name))
     }
 
     /// Whether statements may name database `db`.
@@ -336,6 +426,10 @@ impl Reader<'_> {
             return false;
         };
         let word = |w: &str| self.word(before, w);
+        // ODBC's `{ ident table_ref ... }`: MariaDB takes any identifier after the brace.
+        if before > 0 && self.punct(before - 1, "{") && self.is_name(before) {
+            return true;
+        }
         let clause_update = word("update")
             && (self.word(before.wrapping_sub(1), "key")
                 || self.word(before.wrapping_sub(1), "for"));
@@ -405,6 +499,9 @@ pub fn check_statement(
     let ddl_names = starts_ddl && !r.tokens.iter().any(|t| t.is_word(sql, "select"));
     // One entry per parenthesis depth: whether a table list is open there.
     let mut lists = vec![false];
+    // Per depth, whether its list was opened by INTO: only there do VALUE / VALUES end it
+    // (elsewhere `value` may be an alias: `FROM t value, db.t2`).
+    let mut into_lists = vec![false];
     let mut i = 0;
     while i < r.tokens.len() {
         let t = r.tokens[i];
@@ -412,14 +509,20 @@ pub fn check_statement(
             // A parenthesis where a table is expected groups tables (`FROM (a, b)`); a
             // derived table's SELECT closes the list again.
             let after = |w: &str| i > 0 && r.word(i - 1, w);
+            // `UPDATE (t1, db.t2) SET ...` and `DELETE ... USING (t1, db.t2)` group tables
+            // too (a USING column list holds no qualified names).
             let grouping = *lists.last().expect("never empty")
-                && (["from", "join", "straight_join"].iter().any(|w| after(w))
+                && (["from", "join", "straight_join", "update", "using"]
+                    .iter()
+                    .any(|w| after(w))
                     || (i > 0 && (r.punct(i - 1, ",") || r.punct(i - 1, "("))))
                 || (i > 1 && r.punct(i - 1, "=") && r.word(i - 2, "union"));
             lists.push(grouping);
+            into_lists.push(false);
         } else if t.is_punct(sql, ")") {
             if lists.len() > 1 {
                 lists.pop();
+                into_lists.pop();
             }
         } else if t.kind == TokenKind::Word {
             let is = |words: &[&str]| words.iter().any(|w| t.is_word(sql, w));
@@ -430,12 +533,15 @@ pub fn check_statement(
             // An index hint's `FOR ORDER BY` / `FOR GROUP BY` (`t USE INDEX FOR ORDER BY
             // (i), db.t2`) stands inside the table list: it ends nothing.
             let index_hint = after_for && is(&["order", "group"]);
+            let values = is(&["value", "values"]);
+            let into = into_lists.last_mut().expect("never empty");
             let top = lists.last_mut().expect("never empty");
             if clause_update {
                 *top = false;
             } else if is(&TABLE_LIST_WORDS) {
                 *top = true;
-            } else if is(&CLAUSE_WORDS) && !index_hint {
+                *into = t.is_word(sql, "into");
+            } else if is(&CLAUSE_WORDS) && !index_hint && (!values || *into) {
                 *top = false;
             }
         }
@@ -450,10 +556,34 @@ pub fn check_statement(
             if in_information_schema && r.reads_table(i, *lists.last().expect("never empty")) {
                 scope.check_table(&command, INFORMATION_SCHEMA, &r.name(i))?;
             }
+            // With information_schema current, a refused view's name anywhere (not a
+            // function, not a qualifier, not `x.name`) may be that view to the server.
+            let bare = r.is_name(i)
+                && !r.punct(i + 1, "(")
+                && !i.checked_sub(1).is_some_and(|b| r.punct(b, "."));
+            if in_information_schema && bare && is_refused_view(&r.name(i)) {
+                scope.check_table(&command, INFORMATION_SCHEMA, &r.name(i))?;
+            }
             i += 1;
             continue;
         }
         let (parts, next) = r.chain(i);
+        // Whatever position the reader took this for: a qualifier naming a database known
+        // outside the scope is that database to the server wherever it may be a table
+        // (`t value, mysql.user`, `UPDATE (t, order_meta.idx)`, `{ x mysql.user ... }`), so
+        // the name is refused even where it could be `alias.column` (an alias that is
+        // also such a database's name is refused with it).
+        if let [db, name, ..] = parts.as_slice() {
+            if scope.is_elsewhere(db)
+                || (db.eq_ignore_ascii_case(INFORMATION_SCHEMA) && is_refused_view(name))
+            {
+                return if r.punct(next, "(") && parts.len() == 2 {
+                    scope.check_routine(db, name)
+                } else {
+                    scope.check_table(&command, db, name)
+                };
+            }
+        }
         match parts.as_slice() {
             [db, table, _, ..] => scope.check_table(&command, db, table)?,
             [db, routine]

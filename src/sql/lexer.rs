@@ -315,6 +315,11 @@ impl<'a> Lexer<'a> {
                 while self.sql.get(end).is_some_and(u8::is_ascii_digit) && end - digits_start < 6 {
                     end += 1;
                 }
+                // Fewer than 5 digits are no version: MariaDB runs them as text
+                // (`/*!12where*/` is the alias `12where`).
+                if end - digits_start < 5 {
+                    end = digits_start;
+                }
                 let version = std::str::from_utf8(&self.sql[digits_start..end])
                     .ok()
                     .and_then(|v| v.parse().ok());
@@ -648,6 +653,17 @@ mod tests {
         // Six digits read as a number: 050800 is MySQL's 5.8, skipped like 50800.
         assert!(skipped("1 /*!050800 AND x */"));
         assert!(!skipped("1 /*!050000 AND x */"));
+    }
+
+    #[test]
+    fn fewer_than_five_digits_are_the_comments_text_not_a_version() {
+        // Found by attacking the scope: `/*!12where*/` hid `where` behind a version.
+        let k = kinds("SELECT 1 FROM t /*!12where*/, mysql.user");
+        let words: Vec<&str> = k.iter().map(|(_, text)| text.as_str()).collect();
+        assert!(words.contains(&"12where"), "{words:?}");
+        assert!(!words.contains(&"where"), "{words:?}");
+        let k = kinds("SELECT 1 /*M!1where*/");
+        assert!(k.iter().any(|(_, text)| text == "1where"), "{k:?}");
     }
 
     #[test]

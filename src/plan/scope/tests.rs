@@ -8,6 +8,7 @@ fn scope() -> Scope {
         user: "app".into(),
         host: "127.0.0.1".into(),
         databases: vec!["orders".into(), "reports".into()],
+        elsewhere: vec!["mysql".into(), "order_meta".into(), "order_shards".into()],
         process: false,
     }
 }
@@ -79,6 +80,17 @@ fn tables_outside_the_scope_are_refused_wherever_they_stand() {
         "SELECT * FROM t_order FORCE INDEX FOR JOIN (PRIMARY), order_meta.t_order_index",
         "UPDATE t_merchant USE INDEX FOR ORDER BY (PRIMARY), orders_ref.t_order o SET o.status = 1",
         "INSERT INTO t_order SELECT * FROM t_merchant USE INDEX FOR GROUP BY (PRIMARY), orders_ref.t_order",
+        // A second attack: parenthesised lists after UPDATE and USING, ODBC braces with
+        // any word, `value` as an alias.
+        "UPDATE (t_merchant, orders_ref.t_order) SET status = status WHERE 1 = 0",
+        "DELETE FROM i USING (t_merchant m, orders_ref.t_order i) WHERE 1 = 0",
+        "SELECT * FROM { foo orders_ref.t_order LEFT OUTER JOIN t_merchant ON 1 = 0 }",
+        "SELECT * FROM t_merchant value, orders_ref.t_order",
+        "SELECT * FROM t_merchant AS value, orders_ref.t_order",
+        "UPDATE t_merchant value, orders_ref.t_order i SET i.status = 1 WHERE 1 = 0",
+        "LOCK TABLES t_merchant value READ, orders_ref.t_order READ",
+        "INSERT INTO t_order SELECT * FROM t_merchant value, orders_ref.t_order",
+        "SELECT * FROM t_merchant m JOIN t_order o ON VALUE(m.id) IS NULL, orders_ref.t_order",
         "SELECT /*!40001 * FROM orders_ref.t_order */",
         "CREATE TABLE x LIKE orders_ref.t_order",
         "DROP TABLE IF EXISTS orders_ref.t_order",
@@ -194,6 +206,52 @@ fn names_compare_exactly_but_information_schema_in_any_case() {
         s.check_database("mysql").unwrap_err().to_packet_parts().0,
         1044
     );
+}
+
+#[test]
+fn a_known_database_outside_the_scope_is_refused_wherever_its_name_stands() {
+    // Whatever the reader takes the position for, `mysql.x`, `order_meta.x` (databases the
+    // proxy knows of) and refused information_schema views are refused.
+    for sql in [
+        "SELECT 1 FROM t_merchant /*!12where*/, mysql.user",
+        "SELECT mysql.user FROM t_merchant",
+        "SELECT 1 FROM t_merchant mysql WHERE mysql.user = 1",
+        "SELECT 1 FROM t_merchant WHERE 1 = 0, order_meta.t_order_index",
+        "SELECT * FROM t_merchant m, `ORDER_SHARDS`.t_order_0",
+        "SELECT 1 FROM t_merchant value, information_schema.routines",
+        "SELECT 1 FROM t_merchant WHERE x IN (information_schema.VIEWS)",
+    ] {
+        assert_eq!(refused(sql), 1142, "{sql}");
+    }
+    assert_eq!(refused("SELECT mysql.f(1)"), 1370);
+    // Names of other databases' look-alikes pass.
+    check("SELECT mysqlx.user, o.mysql FROM t_order o").unwrap();
+    check("SELECT information_schema.tables.table_name FROM information_schema.tables").unwrap();
+}
+
+#[test]
+fn with_information_schema_current_a_refused_view_is_refused_anywhere() {
+    let lexed_check = |sql: &str| {
+        let lexed = lex(sql.as_bytes(), LexMode::default());
+        check_statement(
+            &scope(),
+            sql.as_bytes(),
+            &lexed.tokens,
+            LexMode::default(),
+            Some("information_schema"),
+        )
+        .map_err(|e| e.to_packet_parts().0)
+    };
+    for sql in [
+        "SELECT COUNT(*) FROM { OJ routines LEFT OUTER JOIN tables ON 1 = 0 }",
+        "SELECT COUNT(*) FROM tables value, routines",
+        "SELECT t.name FROM engines e USE INDEX FOR ORDER BY (), innodb_sys_tables t",
+        "SELECT 1 FROM tables WHERE 1 = 0, `USER_PRIVILEGES`",
+    ] {
+        assert_eq!(lexed_check(sql), Err(1142), "{sql}");
+    }
+    lexed_check("SELECT table_name, routine_name FROM tables").unwrap();
+    lexed_check("SELECT COUNT(*) FROM collations").unwrap();
 }
 
 #[test]

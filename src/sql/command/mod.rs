@@ -345,7 +345,27 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode)
             Command::ReleaseSavepoint(name_at(2).unwrap_or_default())
         }
         "set" if w(1) != "statement" => Command::Set(set_items(sql, &tokens[1..], mode)),
-        "use" if n == 2 => Command::Use(name_at(1).unwrap_or_default()),
+        "use" => {
+            // `USE db` changes the database of the backend connection that runs it: the
+            // proxy must see that name, whatever stands around it (`USE /*!mysql*/`).
+            let rest: Vec<&Token> = tokens[1..]
+                .iter()
+                .filter(|t| {
+                    !matches!(
+                        t.kind,
+                        TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+                    )
+                })
+                .collect();
+            match rest.as_slice() {
+                [name] if matches!(name.kind, TokenKind::Word | TokenKind::QuotedIdent) => {
+                    Command::Use(ident_text(sql, name, mode))
+                }
+                _ => {
+                    Command::Refused("USE with anything but one database name (USE db)".to_owned())
+                }
+            }
+        }
         "xa" => Command::Xa,
         "kill" => {
             // KILL [HARD | SOFT] [CONNECTION | QUERY [ID]] id: the proxy ends its own

@@ -158,6 +158,15 @@ fn show_and_describe() {
         }
     );
     assert!(matches!(cmd("KILL QUERY ID 12"), Command::Refused(_)));
+    assert_eq!(cmd("USE `orders`"), Command::Use("orders".into()));
+    assert_eq!(cmd("USE /*!mysql*/"), Command::Use("mysql".into()));
+    for sql in ["USE mysql extra", "USE 'mysql'", "USE /*!mysql x*/", "USE"] {
+        assert!(
+            matches!(cmd(sql), Command::Refused(_)),
+            "{sql}: {:?}",
+            cmd(sql)
+        );
+    }
     for sql in [
         "KILL USER app",
         "KILL HARD QUERY USER 'app'",
