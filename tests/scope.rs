@@ -409,6 +409,10 @@ async fn text_read_as_mariadb_reads_it_hides_no_table() {
         "SELECT COUNT(*), \\N FROM t_merchant value, orders_ref.t_order",
         "UPDATE t_merchant value, orders_ref.t_order i SET i.status = i.status WHERE 1 = 0 AND \\N IS NULL",
         "LOCK TABLES t_merchant value READ, orders_ref.t_order READ",
+        // A third attack: an executable comment inside one, a number touching FROM.
+        "SELECT COUNT(*) /*! /*! FROM orders_ref.t_order -- */ */\n */",
+        "SELECT COUNT(*), 1e1from orders_ref.t_order LIMIT ROWS EXAMINED 100000",
+        "CREATE TABLE zz_m (order_id BIGINT) ENGINE=MERGE UNION (orders_ref.t_order) INSERT_METHOD=NO SELECT 1 AS order_id FROM t_merchant WHERE 1 = 0",
     ] {
         assert_eq!(refusal(&mut c, sql).await.0, 1142, "{sql}");
     }
@@ -517,6 +521,36 @@ async fn bytes_a_single_byte_character_set_reads_as_spaces_hide_no_name() {
     for _ in 0..10 {
         let mut c = h.client().await;
         let n: Option<u64> = c
+            .query_first("SELECT COUNT(*) FROM t_merchant")
+            .await
+            .unwrap();
+        assert!(n.is_some());
+    }
+    h.stop().await;
+}
+
+/// Found by attacking the scope: a stored program runs SQL the proxy never sees (a
+/// `PREPARE` of a string built at run time), so creating one is refused in every
+/// spelling of its DEFINER clause; and an executable comment inside one could run `USE`
+/// on a pooled connection.
+#[tokio::test]
+async fn stored_programs_and_hidden_use_are_refused() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut c = h.client().await;
+    for sql in [
+        "CREATE DEFINER=CURRENT_USER() PROCEDURE zz_p() SQL SECURITY INVOKER BEGIN PREPARE s FROM CONCAT('SELECT COUNT(*) FROM orders', '_ref.t_order'); EXECUTE s; DEALLOCATE PREPARE s; END",
+        "CREATE DEFINER = CURRENT_USER ( ) FUNCTION zz_f() RETURNS INT RETURN 1",
+        "CREATE DEFINER=view@localhost PROCEDURE zz_p() SELECT 1",
+    ] {
+        assert_eq!(refusal(&mut c, sql).await.0, 1227, "{sql}");
+    }
+    let sql = "SELECT 1 /*! /*! ; USE orders_ref -- */ */\n */";
+    assert!(c.query_drop(sql).await.is_err(), "{sql}");
+    let hidden_use = "/*! /*! USE orders_ref -- */ */\n */";
+    assert!(c.query_drop(hidden_use).await.is_err(), "{hidden_use}");
+    for _ in 0..10 {
+        let mut other = h.client().await;
+        let n: Option<u64> = other
             .query_first("SELECT COUNT(*) FROM t_merchant")
             .await
             .unwrap();

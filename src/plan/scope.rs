@@ -516,7 +516,9 @@ pub fn check_statement(
                     .iter()
                     .any(|w| after(w))
                     || (i > 0 && (r.punct(i - 1, ",") || r.punct(i - 1, "("))))
-                || (i > 1 && r.punct(i - 1, "=") && r.word(i - 2, "union"));
+                || (i > 1 && r.punct(i - 1, "=") && r.word(i - 2, "union"))
+                // A MERGE table's `UNION (db.t, ...)`, the `=` being optional.
+                || (starts_ddl && i > 0 && r.word(i - 1, "union"));
             lists.push(grouping);
             into_lists.push(false);
         } else if t.is_punct(sql, ")") {

@@ -309,30 +309,35 @@ impl<'a> Lexer<'a> {
             _ => None,
         };
         if let Some(prefix) = exec_prefix {
-            if !self.in_exec_comment {
-                let digits_start = after + prefix;
-                let mut end = digits_start;
-                while self.sql.get(end).is_some_and(u8::is_ascii_digit) && end - digits_start < 6 {
-                    end += 1;
-                }
-                // Fewer than 5 digits are no version: MariaDB runs them as text
-                // (`/*!12where*/` is the alias `12where`).
-                if end - digits_start < 5 {
-                    end = digits_start;
-                }
-                let version = std::str::from_utf8(&self.sql[digits_start..end])
-                    .ok()
-                    .and_then(|v| v.parse().ok());
-                if self.mode.runs_versioned_comment(prefix == 2, version) {
-                    self.pos = end;
-                    self.in_exec_comment = true;
-                    return Some(self.token(TokenKind::ExecCommentOpen, start));
-                }
-                // A version the server skips: a comment in which MariaDB allows one nested
-                // `/* */` (consume_comment(lip, 1)).
+            // Inside a running executable comment MariaDB reads another `/*!` the same way
+            // (its content runs too; the next `*/` ends both): `/*! /*! FROM db.t -- */
+            // */` runs `FROM db.t`.
+            let digits_start = after + prefix;
+            let mut end = digits_start;
+            while self.sql.get(end).is_some_and(u8::is_ascii_digit) && end - digits_start < 6 {
+                end += 1;
             }
+            // Fewer than 5 digits are no version: MariaDB runs them as text
+            // (`/*!12where*/` is the alias `12where`).
+            if end - digits_start < 5 {
+                end = digits_start;
+            }
+            let version = std::str::from_utf8(&self.sql[digits_start..end])
+                .ok()
+                .and_then(|v| v.parse().ok());
+            if self.mode.runs_versioned_comment(prefix == 2, version) {
+                self.pos = end;
+                if self.in_exec_comment {
+                    // The marker is dropped; the text after it is read as code.
+                    return None;
+                }
+                self.in_exec_comment = true;
+                return Some(self.token(TokenKind::ExecCommentOpen, start));
+            }
+            // A version the server skips: a comment in which MariaDB allows one nested
+            // `/* */` (consume_comment(lip, 1)).
         }
-        let skipped_versioned = exec_prefix.is_some() && !self.in_exec_comment;
+        let skipped_versioned = exec_prefix.is_some();
         let close =
             comment_close(&self.sql[after..], usize::from(skipped_versioned)).map(|p| after + p);
         let (body_end, end) = match close {
@@ -492,8 +497,13 @@ impl<'a> Lexer<'a> {
         while sql.get(end).is_some_and(u8::is_ascii_digit) {
             end += 1;
         }
+        // A fraction or an exponent makes a number that ends at its last digit, whatever
+        // follows, as MariaDB's lexer reads it (`1e1from` is 1e1 and FROM, `1.5from` is
+        // 1.5 and FROM); only digits followed by name bytes are a name (`1abc`).
+        let mut real = false;
         if sql.get(end) == Some(&b'.') {
             end += 1;
+            real = true;
             while sql.get(end).is_some_and(u8::is_ascii_digit) {
                 end += 1;
             }
@@ -508,9 +518,11 @@ impl<'a> Lexer<'a> {
                     e += 1;
                 }
                 end = e;
+                real = true;
             }
         }
-        if sql.get(end).is_some_and(|c| is_ident_byte(*c)) && sql[start] != b'.' {
+        let ident_follows = sql.get(end).is_some_and(|c| is_ident_byte(*c));
+        if ident_follows && sql[start] != b'.' && !real {
             return self.word(start);
         }
         self.pos = end;
@@ -617,7 +629,10 @@ mod tests {
         let got = kinds("SELECT 1abc, 12, 1e5x");
         assert_eq!(got[1], (TokenKind::Word, "1abc".into()));
         assert_eq!(got[3], (TokenKind::Number, "12".into()));
-        assert_eq!(got[5], (TokenKind::Word, "1e5x".into()));
+        // As MariaDB reads it: the number 1e5, then the alias x (`SELECT 1e5x` answers
+        // a column x of 100000).
+        assert_eq!(got[5], (TokenKind::Number, "1e5".into()));
+        assert_eq!(got[6], (TokenKind::Word, "x".into()));
     }
 
     #[test]
@@ -653,6 +668,40 @@ mod tests {
         // Six digits read as a number: 050800 is MySQL's 5.8, skipped like 50800.
         assert!(skipped("1 /*!050800 AND x */"));
         assert!(!skipped("1 /*!050000 AND x */"));
+    }
+
+    #[test]
+    fn a_number_with_a_fraction_or_an_exponent_ends_at_its_last_digit() {
+        // Found by attacking the scope: `1e1from` hid FROM in one word.
+        for (sql, number) in [
+            ("SELECT 1e1from t", "1e1"),
+            ("SELECT 1e+1from t", "1e+1"),
+            ("SELECT 1.5from t", "1.5"),
+        ] {
+            let k = kinds(sql);
+            assert_eq!(k[1], (TokenKind::Number, number.to_owned()), "{sql}: {k:?}");
+            assert_eq!(k[2].1, "from", "{sql}: {k:?}");
+        }
+        // Digits then name bytes are a name.
+        assert_eq!(
+            kinds("SELECT 1abc")[1],
+            (TokenKind::Word, "1abc".to_owned())
+        );
+    }
+
+    #[test]
+    fn an_executable_comment_inside_one_runs_as_mariadb_runs_it() {
+        // Found by attacking the scope: the inner `/*!` was read as a plain comment,
+        // hiding `FROM mysql.user` (MariaDB runs it; the first `*/` ends both).
+        let k = kinds("SELECT COUNT(*) /*! /*! FROM mysql.user -- */ */\n */");
+        let words: Vec<&str> = k.iter().map(|(_, s)| s.as_str()).collect();
+        assert!(
+            words.contains(&"FROM") && words.contains(&"mysql"),
+            "{words:?}"
+        );
+        // A nested version the server skips stays a comment.
+        let k = kinds("SELECT 1 /*! /*!999999 FROM mysql.user */ */");
+        assert!(!k.iter().any(|(_, s)| s == "mysql"), "{k:?}");
     }
 
     #[test]

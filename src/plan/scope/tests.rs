@@ -91,6 +91,10 @@ fn tables_outside_the_scope_are_refused_wherever_they_stand() {
         "LOCK TABLES t_merchant value READ, orders_ref.t_order READ",
         "INSERT INTO t_order SELECT * FROM t_merchant value, orders_ref.t_order",
         "SELECT * FROM t_merchant m JOIN t_order o ON VALUE(m.id) IS NULL, orders_ref.t_order",
+        // A third attack: a MERGE table's UNION without `=` in DDL holding a SELECT.
+        "CREATE TABLE m (order_id BIGINT) ENGINE=MERGE UNION (orders_ref.t_order) SELECT 1 AS order_id",
+        "SELECT COUNT(*), 1e1from orders_ref.t_order LIMIT ROWS EXAMINED 100000",
+        "SELECT COUNT(*) /*! /*! FROM orders_ref.t_order -- */ */\n */",
         "SELECT /*!40001 * FROM orders_ref.t_order */",
         "CREATE TABLE x LIKE orders_ref.t_order",
         "DROP TABLE IF EXISTS orders_ref.t_order",

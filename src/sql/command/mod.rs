@@ -599,7 +599,21 @@ fn object_type(sql: &[u8], tokens: &[Token]) -> Option<String> {
         "spatial",
         "sequence",
     ];
-    for t in tokens.iter().skip(1).take(16) {
+    let tokens: Vec<&Token> = tokens
+        .iter()
+        .skip(1)
+        .filter(|t| {
+            !matches!(
+                t.kind,
+                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+            )
+        })
+        .take(24)
+        .collect();
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = tokens[i];
+        i += 1;
         if t.is_punct(sql, "(") {
             return None;
         }
@@ -607,11 +621,36 @@ fn object_type(sql: &[u8], tokens: &[Token]) -> Option<String> {
             continue;
         }
         let word = String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase();
+        if word == "definer" {
+            // DEFINER = CURRENT_USER [()] | CURRENT_ROLE | name[@host]: the account name
+            // may be any word (`view@localhost`), never the object's type.
+            if tokens.get(i).is_some_and(|t| t.is_punct(sql, "=")) {
+                i += 1;
+            }
+            let Some(account) = tokens.get(i) else {
+                return None;
+            };
+            i += 1;
+            if account.is_word(sql, "current_user")
+                && tokens.get(i).is_some_and(|t| t.is_punct(sql, "("))
+                && tokens.get(i + 1).is_some_and(|t| t.is_punct(sql, ")"))
+            {
+                i += 2;
+            } else if tokens.get(i).is_some_and(|t| t.is_punct(sql, "@")) {
+                i += 2;
+            } else if tokens
+                .get(i)
+                .is_some_and(|t| t.kind == TokenKind::UserVariable)
+            {
+                i += 1;
+            }
+            continue;
+        }
         if ADMIN_OBJECTS.contains(&word.as_str()) || STOPS.contains(&word.as_str()) {
             return Some(word);
         }
         if !MODIFIERS.contains(&word.as_str()) {
-            // DEFINER = name@host: keep looking past the account name.
+            // A word of no modifier: keep looking (ALGORITHM = MERGE, ...).
             continue;
         }
     }

@@ -245,6 +245,14 @@ fn administration_is_recognized() {
         "SET STATEMENT sql_log_bin = 0 FOR INSERT INTO t_merchant VALUES (1)",
         "SET STATEMENT max_statement_time = 1, sql_log_off = 1 FOR SELECT 1",
         "CREATE TABLE t (a INT) DATA DIRECTORY = '/tmp'",
+        // A third attack: the DEFINER clause's forms hid the stored program's type.
+        "CREATE DEFINER=CURRENT_USER() PROCEDURE p() SQL SECURITY INVOKER SELECT 1",
+        "CREATE DEFINER = CURRENT_USER ( ) FUNCTION f() RETURNS INT RETURN 1",
+        "CREATE DEFINER=view@localhost PROCEDURE p() SELECT 1",
+        "CREATE DEFINER='sequence'@'%' TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET @a = 1",
+        "CREATE DEFINER=`temporary`@`localhost` EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1",
+        "CREATE /*!50013 DEFINER=`root`@`localhost` */ PROCEDURE p() SELECT 1",
+        "CREATE OR REPLACE DEFINER=table @ localhost AGGREGATE FUNCTION f() RETURNS INT RETURN 1",
         "create table t (a int) engine=MyISAM index directory '/tmp'",
         "ALTER TABLE t DATA DIRECTORY = '/tmp'",
     ] {
@@ -260,6 +268,13 @@ fn administration_is_recognized() {
         cmd("CREATE TABLE t (data INT, directory INT)"),
         Command::Statement
     );
+    for view in [
+        "CREATE DEFINER=CURRENT_USER VIEW v AS SELECT 1",
+        "CREATE ALGORITHM=MERGE DEFINER=procedure@localhost SQL SECURITY INVOKER VIEW v AS SELECT 1",
+        "CREATE DEFINER=CURRENT_USER() VIEW v AS SELECT 1",
+    ] {
+        assert_eq!(cmd(view), Command::Statement, "{view}");
+    }
     assert_eq!(
         cmd("SET STATEMENT max_statement_time = 1 FOR SELECT 1"),
         Command::Statement
