@@ -627,16 +627,13 @@ fn object_type(sql: &[u8], tokens: &[Token]) -> Option<String> {
             if tokens.get(i).is_some_and(|t| t.is_punct(sql, "=")) {
                 i += 1;
             }
-            let Some(account) = tokens.get(i) else {
-                return None;
-            };
+            let account = tokens.get(i)?;
             i += 1;
-            if account.is_word(sql, "current_user")
+            let empty_parens = account.is_word(sql, "current_user")
                 && tokens.get(i).is_some_and(|t| t.is_punct(sql, "("))
-                && tokens.get(i + 1).is_some_and(|t| t.is_punct(sql, ")"))
-            {
-                i += 2;
-            } else if tokens.get(i).is_some_and(|t| t.is_punct(sql, "@")) {
+                && tokens.get(i + 1).is_some_and(|t| t.is_punct(sql, ")"));
+            let at_host = tokens.get(i).is_some_and(|t| t.is_punct(sql, "@"));
+            if empty_parens || at_host {
                 i += 2;
             } else if tokens
                 .get(i)
