@@ -97,7 +97,24 @@ pub struct Proxy {
     backend_version: tokio::sync::OnceCell<String>,
     next_connection_id: AtomicU32,
     reloading: std::sync::Mutex<()>,
+    /// The databases the datasources have, as last read ([`Proxy::learn_server_databases`]).
+    server_databases: arc_swap::ArcSwap<ServerDatabases>,
 }
+
+/// The databases on the datasources (lower case, sorted, every datasource's together),
+/// which the scope check refuses wherever their names qualify another (see
+/// [`crate::plan::scope::Scope::with_server_databases`]). Names once seen stay until a
+/// restart: a datasource that does not answer a later read removes nothing.
+#[derive(Debug, Default)]
+pub struct ServerDatabases {
+    /// 0 before the first read; one more per change.
+    pub version: u64,
+    /// The names.
+    pub names: Vec<String>,
+}
+
+/// How often [`Proxy::learn_server_databases`] runs while the proxy serves.
+pub const SERVER_DATABASES_REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Proxy {
     /// Builds the shared state (no connection opens yet).
@@ -118,8 +135,61 @@ impl Proxy {
             next_connection_id: AtomicU32::new(1),
             runtime: arc_swap::ArcSwap::from_pointee(runtime),
             reloading: std::sync::Mutex::new(()),
+            server_databases: Default::default(),
             config,
         })
+    }
+
+    /// The databases the datasources were last seen to have.
+    pub fn server_databases(&self) -> Arc<ServerDatabases> {
+        self.server_databases.load_full()
+    }
+
+    /// The version of [`Proxy::server_databases`] (sessions ask at every statement).
+    pub fn server_databases_version(&self) -> u64 {
+        self.server_databases.load().version
+    }
+
+    /// Reads the database names of every datasource (`information_schema.SCHEMATA`, on a
+    /// connection of its own, so the pools' clients and counts are untouched; a datasource
+    /// that does not answer within 5 s is left for the next round) and adds those not seen
+    /// before.
+    pub async fn learn_server_databases(&self) {
+        let runtime = self.runtime();
+        let max_packet = runtime.config.server.max_packet_size;
+        let mut names = self.server_databases.load().names.clone();
+        for (i, ds) in runtime.config.datasources.iter().enumerate() {
+            let id = crate::config::DatasourceId(i as u16);
+            let read = async {
+                let mut conn =
+                    crate::backend::BackendConn::connect(ds, id, false, max_packet).await?;
+                let (_, rows) = conn
+                    .query_rows(b"SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
+                    .await?;
+                conn.quit().await;
+                Ok::<_, crate::error::ProxyError>(rows)
+            };
+            match tokio::time::timeout(std::time::Duration::from_secs(5), read).await {
+                Ok(Ok(rows)) => names.extend(
+                    rows.into_iter()
+                        .filter_map(|r| r.into_iter().next().flatten())
+                        .map(|v| String::from_utf8_lossy(&v).to_ascii_lowercase()),
+                ),
+                Ok(Err(e)) => {
+                    tracing::debug!(datasource = %ds.name, error = %e, "database names not read");
+                }
+                Err(_) => tracing::debug!(datasource = %ds.name, "database names not read in 5 s"),
+            }
+        }
+        names.sort();
+        names.dedup();
+        let current = self.server_databases.load();
+        if names != current.names {
+            self.server_databases.store(Arc::new(ServerDatabases {
+                version: current.version + 1,
+                names,
+            }));
+        }
     }
 
     /// The configuration in force now and what it built.

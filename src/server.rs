@@ -150,6 +150,15 @@ pub async fn serve(
     let mut sessions = JoinSet::new();
     let issuer = proxy.issuer.clone();
     tokio::spawn(async move { issuer.prepare().await });
+    // The datasources' database names, for the scope check: now, then every minute.
+    let learner = Arc::downgrade(&proxy);
+    let learning = tokio::spawn(async move {
+        while let Some(proxy) = learner.upgrade() {
+            proxy.learn_server_databases().await;
+            drop(proxy);
+            tokio::time::sleep(crate::proxy::SERVER_DATABASES_REFRESH).await;
+        }
+    });
     tokio::pin!(shutdown);
     let accept = |sessions: &mut JoinSet<()>, accepted: std::io::Result<_>| match accepted {
         Ok((transport, peer)) => {
@@ -236,6 +245,7 @@ pub async fn serve(
         .await;
         sessions.shutdown().await;
     }
+    learning.abort();
     proxy.issuer.release().await;
     tracing::info!("drained");
     Ok(())

@@ -558,3 +558,26 @@ async fn stored_programs_and_hidden_use_are_refused() {
     }
     h.stop().await;
 }
+
+/// The databases the datasources have (read at start, then every minute) back the reader
+/// up like those the configuration names: `orders_ref.x` is refused wherever it stands
+/// for a user without it, and left to the server for a user granted it.
+#[tokio::test]
+async fn databases_the_servers_have_are_refused_wherever_they_stand() {
+    let h = Harness::start_with(scoped_config()).await;
+    h.proxy.learn_server_databases().await;
+    let known = h.proxy.server_databases();
+    assert!(
+        known.names.iter().any(|n| n == "orders_ref") && known.version > 0,
+        "{known:?}"
+    );
+    let mut c = h.client().await;
+    let sql = "SELECT orders_ref.t_order FROM t_merchant LIMIT 1";
+    assert_eq!(refusal(&mut c, sql).await.0, 1142, "{sql}");
+    let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
+    match g.query_drop(sql).await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1054, "{e}"),
+        other => panic!("the server's unknown column, got {other:?}"),
+    }
+    h.stop().await;
+}

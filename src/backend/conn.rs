@@ -665,6 +665,12 @@ impl BackendConn {
         }
     }
 
+    /// COM_QUIT: ends the session politely (the server counts no aborted client); no reply
+    /// is read.
+    pub async fn quit(mut self) {
+        let _ = self.send_command(Command::COM_QUIT, &[]).await;
+    }
+
     /// COM_PING, bounded by `timeout`.
     pub async fn ping(&mut self, timeout: Duration) -> Result<(), ProxyError> {
         let ping = async {

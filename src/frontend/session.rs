@@ -78,6 +78,10 @@ pub struct Session {
     pub(super) tls: Option<super::stream::TlsInfo>,
     /// The databases its user may reach under `rt` (SPEC §8a).
     scope: Arc<Scope>,
+    /// The [`Proxy::server_databases`] version and the configuration generation `scope`
+    /// was built with.
+    scope_databases_version: u64,
+    scope_generation: u64,
 }
 
 fn literal(s: &str) -> Vec<u8> {
@@ -110,8 +114,12 @@ impl Session {
         vars.insert("last_insert_id".to_owned(), b"0".to_vec());
         let handle = proxy.sessions.register(id, &user, &host);
         let rt = proxy.runtime();
-        let scope = Arc::new(Scope::of(&rt.config, &user, &host));
+        let known = proxy.server_databases();
+        let scope =
+            Arc::new(Scope::of(&rt.config, &user, &host).with_server_databases(&known.names));
         Self {
+            scope_databases_version: known.version,
+            scope_generation: rt.generation,
             user_at_host: format!("{user}@{host}").into(),
             current_user: format!("{user}@%").into(),
             scope,
@@ -298,13 +306,19 @@ impl Session {
     /// changed it cannot follow (its rows would go to the old shards), so it ends with
     /// ER_CONNECTION_KILLED and the client reconnects.
     pub(super) fn refresh(&mut self) -> Result<(), ProxyError> {
+        // The scope follows the newest configuration at once, in a transaction and in a
+        // pinned session too: it only narrows or widens what the checks let through.
+        if self.proxy.server_databases_version() != self.scope_databases_version
+            || self.proxy.generation() != self.scope_generation
+        {
+            self.build_scope();
+        }
         if self.proxy.generation() == self.rt.generation || self.in_transaction() {
             return Ok(());
         }
         let current = self.proxy.runtime();
         self.txn.release_idle();
         if !self.txn.holds_any() && !self.txn.pinned() {
-            self.scope = Arc::new(Scope::of(&current.config, &self.user, &self.host));
             self.rt = current;
             return Ok(());
         }
@@ -352,6 +366,18 @@ impl Session {
             code: code.to_string().into_bytes(),
             message,
         }];
+    }
+
+    /// The user's scope under the configuration in force, with the databases the servers
+    /// were last seen to have.
+    fn build_scope(&mut self) {
+        let known = self.proxy.server_databases();
+        let current = self.proxy.runtime();
+        self.scope = Arc::new(
+            Scope::of(&current.config, &self.user, &self.host).with_server_databases(&known.names),
+        );
+        self.scope_databases_version = known.version;
+        self.scope_generation = current.generation;
     }
 
     /// The databases this session's user may reach, under the configuration it works

@@ -160,6 +160,20 @@ impl Scope {
         }
     }
 
+    /// Adds the databases the servers were seen to have (lower case) to those known to
+    /// exist outside the scope, but for the scope's own.
+    #[must_use]
+    pub fn with_server_databases(mut self, names: &[String]) -> Self {
+        for name in names {
+            let inside = self.databases.iter().any(|d| d.eq_ignore_ascii_case(name))
+                || name.eq_ignore_ascii_case(INFORMATION_SCHEMA);
+            if !inside && !self.elsewhere.contains(name) {
+                self.elsewhere.push(name.clone());
+            }
+        }
+        self
+    }
+
     /// Whether `name` is a database known to exist outside the scope, in any case (a
     /// server with `lower_case_table_names` reads `MYSQL` as `mysql`).
     fn is_elsewhere(&self, name: &str) -> bool {
@@ -579,7 +593,8 @@ pub fn check_statement(
             if scope.is_elsewhere(db)
                 || (db.eq_ignore_ascii_case(INFORMATION_SCHEMA) && is_refused_view(name))
             {
-                return if r.punct(next, "(") && parts.len() == 2 {
+                let call = i.checked_sub(1).is_some_and(|b| r.word(b, "call"));
+                return if r.punct(next, "(") && parts.len() == 2 && (!table_position || call) {
                     scope.check_routine(db, name)
                 } else {
                     scope.check_table(&command, db, name)

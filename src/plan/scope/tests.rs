@@ -273,3 +273,16 @@ fn a_qualified_name_as_the_first_token_is_read_without_looking_before_it() {
         let _ = check(sql);
     }
 }
+
+#[test]
+fn databases_the_servers_have_join_the_known_ones_but_for_the_scopes_own() {
+    let s = scope().with_server_databases(&[
+        "orders".into(),
+        "reports".into(),
+        "information_schema".into(),
+        "orders_ref".into(),
+    ]);
+    assert!(s.is_elsewhere("ORDERS_REF") && s.is_elsewhere("mysql"));
+    assert!(!s.is_elsewhere("orders") && !s.is_elsewhere("reports"));
+    assert!(!s.is_elsewhere("information_schema"));
+}
