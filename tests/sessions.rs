@@ -582,3 +582,46 @@ async fn a_new_client_inherits_nothing_from_earlier_clients() {
     }
     h.stop().await;
 }
+
+/// Found by attacking the pool: `SET @@session . sql_mode = ...` (spaces around the dot,
+/// which MariaDB accepts) was read as a variable named `session`; the server applied it,
+/// the proxy's read-back failed, and the connection went back to the pool with another
+/// sql_mode for the next user. An open HANDLER did the same. Now the spaced form is read
+/// as the variable it names, a connection whose SET cannot be read back is dropped, and a
+/// statement the parser cannot read (HANDLER) keeps its connection until the session ends,
+/// when it is reset.
+#[tokio::test]
+async fn session_state_set_behind_the_proxys_back_never_reaches_another_session() {
+    let h = Harness::start().await;
+    let default_mode: String = {
+        let mut c = h.client().await;
+        c.query_first("SELECT @@sql_mode").await.unwrap().unwrap()
+    };
+    {
+        let mut c = h.client().await;
+        exec(&mut c, "SET @@session . sql_mode = 'ANSI_QUOTES'").await;
+        let mode: String = c.query_first("SELECT @@sql_mode").await.unwrap().unwrap();
+        assert_eq!(mode, "ANSI_QUOTES");
+        // The proxy follows it: "x" is an identifier now, as on the server.
+        assert!(c.query_drop("SELECT \"no_such_column\"").await.is_err());
+        let e = c
+            .query_drop("SET @@session . sql_log_bin = 0")
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("1227"), "{e}");
+        let e = c.query_drop("SET /*!sql_log_bin*/ = 0").await.unwrap_err();
+        assert!(e.to_string().contains("1227"), "{e}");
+        // A name the server does not know fails there; nothing is kept.
+        assert!(c.query_drop("SET @@session . = 1").await.is_err());
+        exec(&mut c, "HANDLER t_merchant OPEN AS h_pool").await;
+        c.disconnect().await.unwrap();
+    }
+    for _ in 0..20 {
+        let mut c = h.client().await;
+        let mode: String = c.query_first("SELECT @@sql_mode").await.unwrap().unwrap();
+        assert_eq!(mode, default_mode);
+        let e = c.query_drop("HANDLER h_pool READ FIRST").await.unwrap_err();
+        assert!(e.to_string().contains("1109"), "{e}");
+    }
+    h.stop().await;
+}

@@ -182,7 +182,15 @@ impl Session {
         };
         let conn = self.connection(first).await?;
         conn.execute(sql).await?;
-        let values = read_back(conn, &names).await?;
+        // The statement ran: a value that cannot be read back (a name the proxy misread)
+        // leaves the connection in a state nobody knows, so it is never pooled again.
+        let values = match read_back(conn, &names).await {
+            Ok(values) => values,
+            Err(e) => {
+                conn.mark_broken();
+                return Err(e);
+            }
+        };
         let carried: Vec<(String, Vec<u8>)> = values
             .iter()
             .filter(|(n, _)| !IDENTITY_VARS.contains(&n.as_str()))
@@ -205,7 +213,14 @@ impl Session {
         if opaque {
             self.txn.pin();
         }
-        self.absorb(values)?;
+        if let Err(e) = self.absorb(values) {
+            // A value the proxy refuses (a character set it cannot lex) is already in
+            // force on the backend: that connection goes.
+            if let Ok(conn) = self.connection(first).await {
+                conn.mark_broken();
+            }
+            return Err(e);
+        }
         self.txn.sync_held(&self.vars).await?;
         self.warnings.clear();
         self.txn.release_idle();

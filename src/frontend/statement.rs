@@ -486,8 +486,10 @@ impl Session {
                     // datasource; invalid SQL gets the server's own error there.
                     Target::Unsharded
                 };
-                let pins = matches!(target, Target::Unsharded)
-                    && lexed.tokens.iter().any(|t| t.is_punct(sql, ":="));
+                // What a statement the parser cannot read leaves on its connection (an
+                // open HANDLER, a temporary table, a lock, a user variable) is unknown:
+                // the session keeps the connection, which is reset when it ends.
+                let pins = matches!(target, Target::Unsharded);
                 Ok(Arc::new(Analysis {
                     verb: Verb::Other,
                     target,

@@ -866,6 +866,18 @@ fn table_info(
 
 /// Splits `SET` assignments at top-level commas and classifies each.
 fn set_items(sql: &[u8], tokens: &[Token], mode: LexMode) -> Vec<SetItem> {
+    // Executable comments run as code: `SET /*!sql_log_bin*/ = 0` names sql_log_bin.
+    let tokens: Vec<Token> = tokens
+        .iter()
+        .filter(|t| {
+            !matches!(
+                t.kind,
+                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+            )
+        })
+        .cloned()
+        .collect();
+    let tokens = tokens.as_slice();
     let mut items = Vec::new();
     let mut depth = 0i32;
     let mut start = 0;
@@ -913,9 +925,13 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
         }
         TokenKind::SystemVariable => {
             let mut text = String::from_utf8_lossy(&first.bytes(sql)[2..]).to_ascii_lowercase();
-            // `@@session.`sql_mode``: the name after the scope is a token of its own.
+            // `@@session.`sql_mode``: the name after the scope is a token of its own; and
+            // MariaDB takes `@@session . sql_mode` (spaces around the dot) as well.
             if text.ends_with('.') {
                 text.push_str(&word(1));
+            } else if !text.contains('.') && tokens.get(1).is_some_and(|t| t.is_punct(sql, ".")) {
+                text.push('.');
+                text.push_str(&word(2));
             }
             return match text.split_once('.') {
                 Some(("global" | "persist" | "persist_only", name)) => {

@@ -244,6 +244,10 @@ fn administration_is_recognized() {
         "SET server_id = 99",
         "SET STATEMENT sql_log_bin = 0 FOR INSERT INTO t_merchant VALUES (1)",
         "SET STATEMENT max_statement_time = 1, sql_log_off = 1 FOR SELECT 1",
+        // A fourth attack: spaces around the scope's dot, an executable comment.
+        "SET @@session . sql_log_bin = 0",
+        "SET @@local .`sql_log_bin` = 0",
+        "SET /*!sql_log_bin*/ = 0",
         "CREATE TABLE t (a INT) DATA DIRECTORY = '/tmp'",
         // A third attack: the DEFINER clause's forms hid the stored program's type.
         "CREATE DEFINER=CURRENT_USER() PROCEDURE p() SQL SECURITY INVOKER SELECT 1",
@@ -402,4 +406,16 @@ fn show_forms_of_the_users_scope_are_the_proxys_and_the_whole_servers_are_refuse
     }
     assert_eq!(cmd("SHOW ENGINES"), Command::Statement);
     assert_eq!(cmd("SHOW VARIABLES LIKE 'x'"), Command::Statement);
+}
+
+#[test]
+fn a_system_variable_with_spaces_around_its_scope_dot_is_read_as_mariadb_reads_it() {
+    assert_eq!(
+        cmd("SET @@session . sql_mode = 'ANSI'"),
+        Command::Set(vec![SetItem::SessionVar("sql_mode".into())])
+    );
+    assert_eq!(
+        cmd("SET @@global . max_connections = 1"),
+        Command::Set(vec![SetItem::GlobalVar("max_connections".into())])
+    );
 }
