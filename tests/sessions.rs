@@ -625,3 +625,64 @@ async fn session_state_set_behind_the_proxys_back_never_reaches_another_session(
     }
     h.stop().await;
 }
+
+/// Found by a fifth attack on the pool: `SET STATEMENT ... FOR SET`, side effects inside a
+/// tracked SET's value, a temporary sequence named like a table and the backend's
+/// diagnostics of the previous statement reached later sessions of other users.
+#[tokio::test]
+async fn side_effects_of_one_session_stay_in_it() {
+    let h = Harness::start().await;
+    let (default_zone, merchant): (String, Option<u64>) = {
+        let mut c = h.client().await;
+        let zone: String = c.query_first("SELECT @@time_zone").await.unwrap().unwrap();
+        let m: Option<u64> = c
+            .query_first("SELECT COUNT(*) FROM t_merchant")
+            .await
+            .unwrap();
+        (zone, m)
+    };
+    {
+        let mut c = h.client().await;
+        for sql in [
+            "SET STATEMENT max_statement_time = 10 FOR SET time_zone = '+05:00'",
+            "GET DIAGNOSTICS CONDITION 1 @m = MESSAGE_TEXT",
+            "SELECT @@warning_count",
+        ] {
+            let e = c.query_drop(sql).await.unwrap_err();
+            assert!(e.to_string().contains("1235"), "{sql}: {e}");
+        }
+        exec(
+            &mut c,
+            "SET last_insert_id = (SELECT LENGTH(@leak := 'secret')*0)",
+        )
+        .await;
+        exec(
+            &mut c,
+            "SET autocommit = 1 + GET_LOCK('rk_pool_lock', 0) - 1",
+        )
+        .await;
+        exec(&mut c, "CREATE TEMPORARY SEQUENCE t_merchant").await;
+        exec(&mut c, "SELECT 1 INTO /*!@v2*/").await;
+        c.disconnect().await.unwrap();
+    }
+    for _ in 0..10 {
+        let mut c = h.client().await;
+        let zone: String = c.query_first("SELECT @@time_zone").await.unwrap().unwrap();
+        assert_eq!(zone, default_zone);
+        let leaked: Option<Option<String>> = c.query_first("SELECT @leak").await.unwrap();
+        assert_eq!(leaked, Some(None));
+        let v2: Option<Option<u64>> = c.query_first("SELECT @v2").await.unwrap();
+        assert_eq!(v2, Some(None));
+        let lock: Option<Option<u64>> = c
+            .query_first("SELECT IS_USED_LOCK('rk_pool_lock')")
+            .await
+            .unwrap();
+        assert_eq!(lock, Some(None), "the named lock outlived its session");
+        let m: Option<u64> = c
+            .query_first("SELECT COUNT(*) FROM t_merchant")
+            .await
+            .unwrap();
+        assert_eq!(m, merchant, "a temporary sequence shadows t_merchant");
+    }
+    h.stop().await;
+}

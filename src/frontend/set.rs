@@ -180,6 +180,12 @@ impl Session {
         } else {
             self.txn.held_datasources()[0]
         };
+        // A value with side effects (`GET_LOCK(...)`, `@v := ...`, `NEXTVAL(...)`) leaves
+        // state on the connection that no read-back sees: the session keeps it.
+        let lexed = crate::sql::lexer::lex(sql, self.lex_mode);
+        if crate::sql::analyze::token_pins(sql, &lexed) {
+            self.txn.pin();
+        }
         let conn = self.connection(first).await?;
         conn.execute(sql).await?;
         // The statement ran: a value that cannot be read back (a name the proxy misread)

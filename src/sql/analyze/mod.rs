@@ -209,11 +209,52 @@ fn statement_pins(statement: &Statement) -> bool {
 }
 
 /// `@x := ...` and `... INTO @x` set user variables inside a statement.
-fn token_pins(sql: &[u8], lexed: &Lexed) -> bool {
-    lexed.tokens.windows(2).any(|w| {
-        w[0].is_punct(sql, ":=")
-            || (w[0].is_word(sql, "into") && w[1].kind == TokenKind::UserVariable)
-    }) || lexed.tokens.iter().any(|t| t.is_punct(sql, ":="))
+///
+/// Also, read on the tokens whatever the parser made of them (executable comments count as
+/// the server runs them): a temporary table or sequence (`CREATE [OR REPLACE] TEMPORARY
+/// ...`, which shadows a real table of the same name), named locks (`GET_LOCK`,
+/// `RELEASE_LOCK`), sequence values (`NEXTVAL`, `SETVAL`, `NEXT VALUE FOR`: `LASTVAL`
+/// would show them to the next session) and `HANDLER`.
+pub fn token_pins(sql: &[u8], lexed: &Lexed) -> bool {
+    let tokens: Vec<&crate::sql::lexer::Token> = lexed
+        .tokens
+        .iter()
+        .filter(|t| {
+            !matches!(
+                t.kind,
+                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+            )
+        })
+        .collect();
+    let first = |w: &str| tokens.first().is_some_and(|t| t.is_word(sql, w));
+    let temporary = (first("create") || first("drop"))
+        && tokens
+            .iter()
+            .take_while(|t| !t.is_punct(sql, "("))
+            .any(|t| t.is_word(sql, "temporary"));
+    let calls_state_function = tokens.windows(2).any(|w| {
+        w[1].is_punct(sql, "(")
+            && [
+                "get_lock",
+                "release_lock",
+                "release_all_locks",
+                "nextval",
+                "setval",
+            ]
+            .iter()
+            .any(|f| w[0].is_word(sql, f))
+    });
+    let next_value = tokens.windows(3).any(|w| {
+        w[0].is_word(sql, "next") && w[1].is_word(sql, "value") && w[2].is_word(sql, "for")
+    });
+    temporary
+        || calls_state_function
+        || next_value
+        || first("handler")
+        || tokens.iter().any(|t| t.is_punct(sql, ":="))
+        || tokens
+            .windows(2)
+            .any(|w| w[0].is_word(sql, "into") && w[1].kind == TokenKind::UserVariable)
 }
 
 /// Whether any token names a sharded table: a binding table name, unqualified while the

@@ -279,6 +279,19 @@ fn session_functions_and_pins() {
     assert!(analysis("SELECT 1 INTO @x").pins);
     assert!(analysis("CREATE TEMPORARY TABLE tmp (a INT)").pins);
     assert_eq!(analysis("CREATE TABLE x (a INT)").verb, Verb::Ddl);
+    assert!(!analysis("CREATE TABLE x (a INT)").pins);
+    // Found by attacking the pool: state the parser's tree did not show.
+    for sql in [
+        "CREATE TEMPORARY SEQUENCE t_merchant",
+        "CREATE OR REPLACE TEMPORARY SEQUENCE s",
+        "SELECT 1 INTO /*!@v2*/",
+        "SELECT NEXTVAL(s)",
+        "SELECT NEXT VALUE FOR s",
+        "DO RELEASE_LOCK('a')",
+    ] {
+        let lexed = crate::sql::lexer::lex(sql.as_bytes(), LexMode::default());
+        assert!(token_pins(sql.as_bytes(), &lexed), "{sql}");
+    }
 }
 
 #[test]

@@ -232,6 +232,9 @@ fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
     if let Some(command) = lock::classify(sql, tokens, mode) {
         return command;
     }
+    if let Some(refused) = backend_diagnostics(sql, tokens) {
+        return refused;
+    }
     match w(0) {
         "prepare" | "deallocate" => return dynamic_sql(),
         "execute" => return dynamic_sql(),
@@ -248,9 +251,15 @@ fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
                     if let Some(name) = privileged_statement_variable(sql, &tokens[..i], mode) {
                         return Command::Administrative(format!("SET STATEMENT {name}"));
                     }
+                    // Only a data statement: the proxy handles SET, USE, transactions, SHOW
+                    // and KILL itself, and forwarding them whole would change a pooled
+                    // connection's state behind its back (`... FOR SET time_zone = ...`).
                     return match classify_plain(sql, &tokens[i + 1..], mode) {
                         c @ (Command::Administrative(_) | Command::Refused(_)) => c,
-                        _ => Command::Statement,
+                        Command::Statement => Command::Statement,
+                        _ => Command::Refused(
+                            "SET STATEMENT ... FOR a statement that is not a query or a data change (SET, USE, a transaction statement, SHOW, KILL): run it without SET STATEMENT".to_owned(),
+                        ),
                     };
                 }
             }
@@ -323,6 +332,35 @@ fn privileged_statement_variable(sql: &[u8], tokens: &[Token], mode: LexMode) ->
             && pair[1].is_punct(sql, "=");
         let name = ident_text(sql, &pair[0], mode).to_ascii_lowercase();
         (named && is_privileged_variable(&name)).then_some(name)
+    })
+}
+
+/// `GET DIAGNOSTICS` and `@@warning_count` / `@@error_count` read the backend connection's
+/// last statement, which on a pooled connection may be another session's (its warning
+/// texts hold its data): refused, pointing at what the proxy answers for the session.
+fn backend_diagnostics(sql: &[u8], tokens: &[Token]) -> Option<Command> {
+    let counter = |t: &Token| {
+        let text = String::from_utf8_lossy(t.bytes(sql)).to_ascii_lowercase();
+        text.ends_with("warning_count") || text.ends_with("error_count")
+    };
+    let reads_counter = tokens.iter().enumerate().any(|(i, t)| {
+        (t.kind == TokenKind::SystemVariable && counter(t))
+            || (t.kind == TokenKind::Word
+                && counter(t)
+                && i >= 2
+                && tokens[i - 1].is_punct(sql, ".")
+                && tokens[i - 2].kind == TokenKind::SystemVariable)
+    });
+    let diagnostics = tokens.windows(2).take(2).any(|w| {
+        w[0].is_word(sql, "get")
+            && (w[1].is_word(sql, "diagnostics")
+                || w[1].is_word(sql, "current")
+                || w[1].is_word(sql, "stacked"))
+    });
+    (reads_counter || diagnostics).then(|| {
+        Command::Refused(
+            "GET DIAGNOSTICS, @@warning_count and @@error_count (they would read a pooled backend connection's last statement, perhaps another session's): SHOW WARNINGS and SHOW COUNT(*) WARNINGS answer for this session".to_owned(),
+        )
     })
 }
 

@@ -158,6 +158,27 @@ fn show_and_describe() {
         }
     );
     assert!(matches!(cmd("KILL QUERY ID 12"), Command::Refused(_)));
+    // A fifth attack: what reads or changes a pooled connection's state past the proxy.
+    for sql in [
+        "GET DIAGNOSTICS CONDITION 1 @m = MESSAGE_TEXT",
+        "GET CURRENT DIAGNOSTICS @n = NUMBER",
+        "SELECT @@warning_count",
+        "SELECT @@session.error_count + 0",
+        "SELECT @@session . warning_count",
+        "SET STATEMENT max_statement_time = 10 FOR SET time_zone = '+05:00'",
+        "SET STATEMENT max_statement_time = 10 FOR USE mysql",
+        "SET STATEMENT max_statement_time = 10 FOR BEGIN",
+    ] {
+        assert!(
+            matches!(cmd(sql), Command::Refused(_)),
+            "{sql}: {:?}",
+            cmd(sql)
+        );
+    }
+    assert_eq!(
+        cmd("SET STATEMENT max_statement_time = 10 FOR SELECT 1"),
+        Command::Statement
+    );
     assert_eq!(cmd("USE `orders`"), Command::Use("orders".into()));
     assert_eq!(cmd("USE /*!mysql*/"), Command::Use("mysql".into()));
     for sql in ["USE mysql extra", "USE 'mysql'", "USE /*!mysql x*/", "USE"] {
