@@ -420,3 +420,35 @@ async fn more_prepared_statements_than_max_prepared_stmt_count_are_refused_with_
     assert_eq!(u16::from_le_bytes([reply[0][1], reply[0][2]]), 1461);
     assert!(matches!(raw.query("DO 1").await, RawReply::Ok(_)));
 }
+
+/// Found by attacking the prepared path: a statement prepared in `orders` on a table named
+/// `TABLES` and executed after `USE information_schema` ran on the backend's own catalog
+/// view (every database on the server; `PROCESSLIST` showed other clients' statements),
+/// since the check for the views the proxy answers itself ran at prepare time only.
+#[tokio::test]
+async fn a_prepared_statement_is_checked_for_answered_views_under_the_database_of_its_execution() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    exec(&mut c, "DROP TABLE IF EXISTS `TABLES`").await;
+    exec(
+        &mut c,
+        "CREATE TABLE `TABLES` (TABLE_SCHEMA VARCHAR(64), TABLE_NAME VARCHAR(64))",
+    )
+    .await;
+    let stmt = c
+        .prep("SELECT TABLE_SCHEMA, TABLE_NAME FROM TABLES WHERE 1 = ?")
+        .await
+        .unwrap();
+    let rows: Vec<(String, String)> = c.exec(&stmt, (1,)).await.unwrap();
+    assert!(rows.is_empty());
+    exec(&mut c, "DROP TABLE `TABLES`").await;
+    exec(&mut c, "USE information_schema").await;
+    match c.exec::<(String, String), _, _>(&stmt, (1,)).await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1235, "{e}"),
+        other => panic!(
+            "expected 1235, got {} rows or {other:?}",
+            other.as_ref().map_or(0, Vec::len)
+        ),
+    }
+    h.stop().await;
+}

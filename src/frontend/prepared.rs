@@ -144,19 +144,7 @@ impl Session {
             .count();
         self.check_database_access(sql, &lexed)?;
         match classify(sql, &lexed.tokens, self.lex_mode) {
-            Command::Statement => {
-                let in_is = self
-                    .database
-                    .as_deref()
-                    .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
-                if !super::catalog::view_refs(sql, &lexed, in_is).is_empty() {
-                    // The proxy answers these views itself, in the text protocol only;
-                    // the backend would answer with what its account sees (SPEC §8a).
-                    return Err(ProxyError::not_yet(
-                        "prepared statements on the information_schema views the proxy answers (TABLES, COLUMNS, SCHEMATA, PROCESSLIST, ...); send them as text",
-                    ));
-                }
-            }
+            Command::Statement => self.refuse_answered_views(sql, &lexed)?,
             Command::Administrative(what) => {
                 return Err(ProxyError::client(
                     crate::error::ER_SPECIFIC_ACCESS_DENIED_ERROR,
@@ -363,8 +351,13 @@ impl Session {
         let started = std::time::Instant::now();
         self.handle
             .set_activity(self.database.as_deref(), Some(("Execute", &statement.sql)));
-        // Checked again: a reload may have narrowed the user's scope since it was prepared.
-        let result = match self.check_database_access(&statement.sql, &statement.lexed) {
+        // Checked again: a reload may have narrowed the user's scope since it was prepared,
+        // and a `USE information_schema` since then makes `FROM TABLES` the catalog view the
+        // proxy answers itself (the backend's would show every database).
+        let checked = self
+            .check_database_access(&statement.sql, &statement.lexed)
+            .and_then(|()| self.refuse_answered_views(&statement.sql, &statement.lexed));
+        let result = match checked {
             Ok(()) => self.execute_with(client, &mut statement, payload).await,
             Err(e) => Err(e),
         };
@@ -374,6 +367,27 @@ impl Session {
         statement.clear_long_data();
         self.statements.by_id.insert(id, statement);
         result
+    }
+
+    /// Refuses a prepared statement naming the information_schema views the proxy answers
+    /// itself (TABLES, COLUMNS, SCHEMATA, PROCESSLIST, ...) under the current database: it
+    /// answers them in the text protocol only, and the backend would answer with what its
+    /// account sees (SPEC §8a).
+    fn refuse_answered_views(
+        &self,
+        sql: &[u8],
+        lexed: &crate::sql::lexer::Lexed,
+    ) -> Result<(), ProxyError> {
+        let in_is = self
+            .database
+            .as_deref()
+            .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
+        if super::catalog::view_refs(sql, lexed, in_is).is_empty() {
+            return Ok(());
+        }
+        Err(ProxyError::not_yet(
+            "prepared statements on the information_schema views the proxy answers (TABLES, COLUMNS, SCHEMATA, PROCESSLIST, ...); send them as text",
+        ))
     }
 
     async fn execute_with(
