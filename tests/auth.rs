@@ -196,25 +196,11 @@ async fn failed_logins_are_counted_and_slowed_down_for_their_address_and_user_on
 /// carries a wrong 32-byte token; returns the first packet the proxy answers with and
 /// how long it took, then hangs up.
 async fn fast_path_guess(h: &Harness, user: &str) -> (Vec<u8>, Duration) {
-    use mysql_common::constants::CapabilityFlags as F;
     use tokio::io::AsyncWriteExt;
     let mut stream = tokio::net::TcpStream::connect(h.addr).await.unwrap();
     let (_, greeting) = read_packet(&mut stream).await;
     assert_eq!(greeting[0], 10);
-    let caps = F::CLIENT_PROTOCOL_41
-        | F::CLIENT_SECURE_CONNECTION
-        | F::CLIENT_PLUGIN_AUTH
-        | F::CLIENT_LONG_PASSWORD;
-    let mut response = Vec::new();
-    response.extend_from_slice(&caps.bits().to_le_bytes());
-    response.extend_from_slice(&(16u32 << 20).to_le_bytes());
-    response.push(45);
-    response.extend_from_slice(&[0; 23]);
-    response.extend_from_slice(user.as_bytes());
-    response.push(0);
-    response.push(32);
-    response.extend_from_slice(&[0x5a; 32]);
-    response.extend_from_slice(b"caching_sha2_password\0");
+    let response = handshake_response(user, &[0x5a; 32], "caching_sha2_password", None, None);
     let started = Instant::now();
     write_packet(&mut stream, 1, &response).await;
     stream.flush().await.unwrap();

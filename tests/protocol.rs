@@ -180,39 +180,21 @@ async fn rows_of_megabytes_pass_whole_in_text_and_binary_protocol() {
 /// is `attribute_bytes` long. Returns the proxy's answer (first byte 0x00 OK), or `None`
 /// when it closed the connection instead.
 async fn login_with_attributes(addr: std::net::SocketAddr, attribute_bytes: usize) -> Option<u8> {
-    use mysql_common::constants::CapabilityFlags as F;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (_, greeting) = read_packet(&mut stream).await;
-    let mut p = 1 + greeting[1..].iter().position(|&b| b == 0).unwrap() + 1 + 4;
-    let mut nonce = greeting[p..p + 8].to_vec();
-    p += 8 + 1 + 2 + 1 + 2 + 2 + 1 + 10;
-    nonce.extend_from_slice(&greeting[p..p + 12]);
-    let scramble = mysql_common::scramble::scramble_native(&nonce, b"app").unwrap();
-    let caps = F::CLIENT_PROTOCOL_41
-        | F::CLIENT_SECURE_CONNECTION
-        | F::CLIENT_PLUGIN_AUTH
-        | F::CLIENT_LONG_PASSWORD
-        | F::CLIENT_CONNECT_ATTRS;
-    let mut response = Vec::new();
-    response.extend_from_slice(&caps.bits().to_le_bytes());
-    response.extend_from_slice(&(16u32 << 20).to_le_bytes());
-    response.push(45);
-    response.extend_from_slice(&[0; 23]);
-    response.extend_from_slice(b"app\0");
-    response.push(20);
-    response.extend_from_slice(&scramble);
-    response.extend_from_slice(b"mysql_native_password\0");
-    let lenenc = |n: usize| {
-        let mut out = vec![0xfd];
-        out.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
-        out
-    };
-    let mut attributes = vec![1, b'k'];
-    attributes.extend(lenenc(attribute_bytes));
+    let scramble =
+        mysql_common::scramble::scramble_native(&greeting_nonce(&greeting), b"app").unwrap();
+    let mut attributes = vec![1, b'k', 0xfd];
+    attributes.extend_from_slice(&(attribute_bytes as u32).to_le_bytes()[..3]);
     attributes.resize(attributes.len() + attribute_bytes, b'v');
-    response.extend(lenenc(attributes.len()));
-    response.extend_from_slice(&attributes);
+    let response = handshake_response(
+        "app",
+        &scramble,
+        "mysql_native_password",
+        None,
+        Some(&attributes),
+    );
     write_packet(&mut stream, 1, &response).await;
     stream.flush().await.unwrap();
     let mut head = [0u8; 5];

@@ -141,12 +141,7 @@ pub fn view_refs(sql: &[u8], lexed: &Lexed, in_information_schema: bool) -> Vec<
     let tokens: Vec<_> = lexed
         .tokens
         .iter()
-        .filter(|t| {
-            !matches!(
-                t.kind,
-                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-            )
-        })
+        .filter(|t| !t.is_exec_marker())
         .collect();
     let mode = crate::sql::lexer::LexMode::default();
     let name = |i: usize| {

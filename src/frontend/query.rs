@@ -126,7 +126,7 @@ impl Session {
             }
             Command::Set(items) => {
                 let limit = self.control_timeout();
-                let result = within(limit, self.set(client, sql, &items, more)).await;
+                let result = within(limit, self.set(client, sql, &lexed, &items, more)).await;
                 self.after_timeout(&result);
                 result
             }

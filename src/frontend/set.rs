@@ -149,6 +149,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         sql: &[u8],
+        lexed: &crate::sql::lexer::Lexed,
         items: &[SetItem],
         more: bool,
     ) -> Result<(), ProxyError> {
@@ -182,8 +183,7 @@ impl Session {
         };
         // A value with side effects (`GET_LOCK(...)`, `@v := ...`, `NEXTVAL(...)`) leaves
         // state on the connection that no read-back sees: the session keeps it.
-        let lexed = crate::sql::lexer::lex(sql, self.lex_mode);
-        if crate::sql::analyze::token_pins(sql, &lexed) {
+        if crate::sql::analyze::token_pins(sql, lexed) {
             self.txn.pin();
         }
         let conn = self.connection(first).await?;

@@ -493,15 +493,7 @@ pub fn check_statement(
     let r = Reader {
         sql,
         mode,
-        tokens: tokens
-            .iter()
-            .filter(|t| {
-                !matches!(
-                    t.kind,
-                    TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-                )
-            })
-            .collect(),
+        tokens: tokens.iter().filter(|t| !t.is_exec_marker()).collect(),
     };
     if r.word(0, "show") {
         check_show(scope, &r)?;

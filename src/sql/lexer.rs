@@ -105,6 +105,16 @@ pub struct Token {
 }
 
 impl Token {
+    /// Whether this is the opening or closing marker of an executable comment (`/*!`,
+    /// `*/`): the server reads what stands between as code, so readers of a statement's
+    /// words skip the markers themselves.
+    pub fn is_exec_marker(&self) -> bool {
+        matches!(
+            self.kind,
+            TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
+        )
+    }
+
     /// The token's bytes.
     pub fn bytes<'a>(&self, sql: &'a [u8]) -> &'a [u8] {
         &sql[self.range.clone()]

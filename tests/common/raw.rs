@@ -34,17 +34,7 @@ impl RawClient {
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (_, hello) = read_packet(&mut stream).await;
         assert_eq!(hello[0], 10, "protocol version 10 handshake");
-        let mut p = 1;
-        while hello[p] != 0 {
-            p += 1;
-        }
-        p += 1 + 4; // NUL, connection id
-        let mut nonce = hello[p..p + 8].to_vec();
-        p += 8 + 1 + 2 + 1 + 2 + 2; // auth-1, filler, caps low, charset, status, caps high
-        let auth_len = hello[p] as usize;
-        p += 1 + 10;
-        let rest = auth_len.saturating_sub(8).max(13) - 1;
-        nonce.extend_from_slice(&hello[p..p + rest]);
+        let nonce = greeting_nonce(&hello);
         let scramble = if password.is_empty() {
             Vec::new()
         } else {
@@ -52,25 +42,7 @@ impl RawClient {
                 .unwrap()
                 .to_vec()
         };
-        use mysql_common::constants::CapabilityFlags as F;
-        let caps = F::CLIENT_PROTOCOL_41
-            | F::CLIENT_SECURE_CONNECTION
-            | F::CLIENT_PLUGIN_AUTH
-            | F::CLIENT_LONG_PASSWORD
-            | F::CLIENT_CONNECT_WITH_DB
-            | F::CLIENT_TRANSACTIONS;
-        let mut resp = Vec::new();
-        resp.extend_from_slice(&caps.bits().to_le_bytes());
-        resp.extend_from_slice(&(16u32 << 20).to_le_bytes());
-        resp.push(45); // utf8mb4_general_ci
-        resp.extend_from_slice(&[0; 23]);
-        resp.extend_from_slice(user.as_bytes());
-        resp.push(0);
-        resp.push(scramble.len() as u8);
-        resp.extend_from_slice(&scramble);
-        resp.extend_from_slice(db.as_bytes());
-        resp.push(0);
-        resp.extend_from_slice(b"mysql_native_password\0");
+        let resp = handshake_response(user, &scramble, "mysql_native_password", Some(db), None);
         write_packet(&mut stream, 1, &resp).await;
         stream.flush().await.unwrap();
         let (_, reply) = read_packet(&mut stream).await;
@@ -202,6 +174,63 @@ impl RawClient {
         self.send_query(sql).await;
         self.reply().await
     }
+}
+
+/// The 20-byte scramble of a protocol-10 greeting.
+pub fn greeting_nonce(greeting: &[u8]) -> Vec<u8> {
+    let mut p = 1 + greeting[1..].iter().position(|&b| b == 0).unwrap() + 1 + 4;
+    let mut nonce = greeting[p..p + 8].to_vec();
+    p += 8 + 1 + 2 + 1 + 2 + 2; // auth-1, filler, caps low, charset, status, caps high
+    let auth_len = greeting[p] as usize;
+    p += 1 + 10;
+    let rest = auth_len.saturating_sub(8).max(13) - 1;
+    nonce.extend_from_slice(&greeting[p..p + rest]);
+    nonce
+}
+
+/// A HandshakeResponse41 (utf8mb4, 16 MiB max packet): `user`, the proof `token` of
+/// `plugin`, the database to connect to, and raw connection attributes (their bytes after
+/// the length prefix), when given.
+pub fn handshake_response(
+    user: &str,
+    token: &[u8],
+    plugin: &str,
+    db: Option<&str>,
+    attributes: Option<&[u8]>,
+) -> Vec<u8> {
+    use mysql_common::constants::CapabilityFlags as F;
+    let mut caps = F::CLIENT_PROTOCOL_41
+        | F::CLIENT_SECURE_CONNECTION
+        | F::CLIENT_PLUGIN_AUTH
+        | F::CLIENT_LONG_PASSWORD
+        | F::CLIENT_TRANSACTIONS;
+    if db.is_some() {
+        caps |= F::CLIENT_CONNECT_WITH_DB;
+    }
+    if attributes.is_some() {
+        caps |= F::CLIENT_CONNECT_ATTRS;
+    }
+    let mut resp = Vec::new();
+    resp.extend_from_slice(&caps.bits().to_le_bytes());
+    resp.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    resp.push(45); // utf8mb4_general_ci
+    resp.extend_from_slice(&[0; 23]);
+    resp.extend_from_slice(user.as_bytes());
+    resp.push(0);
+    resp.push(token.len() as u8);
+    resp.extend_from_slice(token);
+    if let Some(db) = db {
+        resp.extend_from_slice(db.as_bytes());
+        resp.push(0);
+    }
+    resp.extend_from_slice(plugin.as_bytes());
+    resp.push(0);
+    if let Some(attributes) = attributes {
+        resp.push(0xfd);
+        resp.extend_from_slice(&(attributes.len() as u32).to_le_bytes()[..3]);
+        resp.extend_from_slice(attributes);
+    }
+    resp
 }
 
 /// Reads one packet: its sequence id and payload (within 10 s).

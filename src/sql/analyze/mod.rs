@@ -137,16 +137,7 @@ fn is_operator(sql: &[u8], t: &super::lexer::Token) -> bool {
 /// `/*M!100100 ... */`) blanked: MariaDB runs what they hold, so the parser must read it
 /// too. Same length, so positions stay where they were.
 fn executable_comments_opened<'a>(sql: &'a [u8], lexed: &Lexed) -> std::borrow::Cow<'a, [u8]> {
-    let delimiters: Vec<_> = lexed
-        .tokens
-        .iter()
-        .filter(|t| {
-            matches!(
-                t.kind,
-                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-            )
-        })
-        .collect();
+    let delimiters: Vec<_> = lexed.tokens.iter().filter(|t| t.is_exec_marker()).collect();
     if delimiters.is_empty() {
         return std::borrow::Cow::Borrowed(sql);
     }
@@ -219,12 +210,7 @@ pub fn token_pins(sql: &[u8], lexed: &Lexed) -> bool {
     let tokens: Vec<&crate::sql::lexer::Token> = lexed
         .tokens
         .iter()
-        .filter(|t| {
-            !matches!(
-                t.kind,
-                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-            )
-        })
+        .filter(|t| !t.is_exec_marker())
         .collect();
     let first = |w: &str| tokens.first().is_some_and(|t| t.is_word(sql, w));
     let temporary = (first("create") || first("drop"))

@@ -144,12 +144,7 @@ impl Builder<'_, '_> {
     fn clauses(&self) -> Result<Clauses, String> {
         let tokens = self.tokens();
         let sql = self.sql();
-        let plain = |t: &Token| {
-            !matches!(
-                t.kind,
-                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-            )
-        };
+        let plain = |t: &Token| !t.is_exec_marker();
         let unreadable = || "this form of SELECT (the proxy could not find its clauses)".to_owned();
         let first = tokens.iter().position(plain).ok_or_else(unreadable)?;
         if !tokens[first].is_word(sql, "select") {

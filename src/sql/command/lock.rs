@@ -128,12 +128,7 @@ mod tests {
         let tokens: Vec<Token> = lexed
             .tokens
             .into_iter()
-            .filter(|t| {
-                !matches!(
-                    t.kind,
-                    TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-                )
-            })
+            .filter(|t| !t.is_exec_marker())
             .collect();
         classify(sql.as_bytes(), &tokens, LexMode::default())
     }

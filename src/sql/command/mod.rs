@@ -172,13 +172,7 @@ pub enum SetItem {
 /// Recognizes a command from a statement's tokens. Executable comments the server runs
 /// (`/*!50000 GRANT ... */`) are read as the statement they hold.
 pub fn classify(sql: &[u8], all_tokens: &[Token], mode: LexMode) -> Command {
-    let delimiter = |t: &Token| {
-        matches!(
-            t.kind,
-            TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-        )
-    };
-    if !all_tokens.iter().any(delimiter) {
+    if !all_tokens.iter().any(Token::is_exec_marker) {
         // Most statements: the tokens as they are (no copy).
         return classify_plain(sql, all_tokens, mode);
     }
@@ -186,7 +180,7 @@ pub fn classify(sql: &[u8], all_tokens: &[Token], mode: LexMode) -> Command {
     let (origin, tokens): (Vec<usize>, Vec<Token>) = all_tokens
         .iter()
         .enumerate()
-        .filter(|(_, t)| !delimiter(t))
+        .filter(|(_, t)| !t.is_exec_marker())
         .map(|(i, t)| (i, t.clone()))
         .unzip();
     let command = classify_plain(sql, &tokens, mode);
@@ -385,17 +379,8 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode)
         "set" if w(1) != "statement" => Command::Set(set_items(sql, &tokens[1..], mode)),
         "use" => {
             // `USE db` changes the database of the backend connection that runs it: the
-            // proxy must see that name, whatever stands around it (`USE /*!mysql*/`).
-            let rest: Vec<&Token> = tokens[1..]
-                .iter()
-                .filter(|t| {
-                    !matches!(
-                        t.kind,
-                        TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-                    )
-                })
-                .collect();
-            match rest.as_slice() {
+            // proxy must see that one name, and refuses anything else.
+            match &tokens[1..] {
                 [name] if matches!(name.kind, TokenKind::Word | TokenKind::QuotedIdent) => {
                     Command::Use(ident_text(sql, name, mode))
                 }
@@ -637,20 +622,11 @@ fn object_type(sql: &[u8], tokens: &[Token]) -> Option<String> {
         "spatial",
         "sequence",
     ];
-    let tokens: Vec<&Token> = tokens
-        .iter()
-        .skip(1)
-        .filter(|t| {
-            !matches!(
-                t.kind,
-                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-            )
-        })
-        .take(24)
-        .collect();
+    // The tokens come without executable-comment markers (see [`classify`]).
+    let tokens = tokens.get(1..tokens.len().min(25)).unwrap_or(&[]);
     let mut i = 0;
     while i < tokens.len() {
-        let t = tokens[i];
+        let t = &tokens[i];
         i += 1;
         if t.is_punct(sql, "(") {
             return None;
@@ -904,18 +880,6 @@ fn table_info(
 
 /// Splits `SET` assignments at top-level commas and classifies each.
 fn set_items(sql: &[u8], tokens: &[Token], mode: LexMode) -> Vec<SetItem> {
-    // Executable comments run as code: `SET /*!sql_log_bin*/ = 0` names sql_log_bin.
-    let tokens: Vec<Token> = tokens
-        .iter()
-        .filter(|t| {
-            !matches!(
-                t.kind,
-                TokenKind::ExecCommentOpen | TokenKind::ExecCommentClose
-            )
-        })
-        .cloned()
-        .collect();
-    let tokens = tokens.as_slice();
     let mut items = Vec::new();
     let mut depth = 0i32;
     let mut start = 0;
