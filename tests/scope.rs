@@ -397,6 +397,42 @@ async fn a_reload_that_takes_a_database_away_refuses_it_at_once() {
     h.stop().await;
 }
 
+/// A session skips the scope check for a statement shape it ran under the same scope and
+/// database (`frontend/memo.rs`): after a reload, or in another database, the same shape
+/// with other values is checked again.
+#[tokio::test]
+async fn a_shape_run_before_a_reload_is_checked_again_after_it() {
+    let h = Harness::start_with(scoped_config()).await;
+    let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
+    let mut here = connect(&h, "granted", Some("orders_ref")).await.unwrap();
+    for id in 1..4 {
+        let qualified = format!("SELECT COUNT(*) FROM orders_ref.t_order WHERE order_id = {id}");
+        let _: Vec<u64> = g.query(&qualified).await.unwrap();
+        let unqualified = format!("SELECT COUNT(*) FROM t_order WHERE order_id = {id}");
+        let _: Vec<u64> = here.query(&unqualified).await.unwrap();
+    }
+    let mut narrowed = scoped_config();
+    let granted = narrowed.users.iter_mut().find(|u| u.name == "granted");
+    granted.expect("the granted user").databases.clear();
+    h.proxy.reload(narrowed).unwrap();
+    assert_eq!(
+        refusal(
+            &mut g,
+            "SELECT COUNT(*) FROM orders_ref.t_order WHERE order_id = 9"
+        )
+        .await
+        .0,
+        1142
+    );
+    assert_eq!(
+        refusal(&mut here, "SELECT COUNT(*) FROM t_order WHERE order_id = 9")
+            .await
+            .0,
+        1044
+    );
+    h.stop().await;
+}
+
 /// Found by attacking the scope: text the proxy once read differently from MariaDB
 /// (comments, ODBC joins, backquoted names) hid a table of another database.
 #[tokio::test]

@@ -5,9 +5,9 @@
 //! leave dirty themselves (see `frontend::session`). `test_on_check_out` is off: a clean
 //! connection is not pinged on every checkout; a broken one is marked and discarded.
 
+use futures_util::FutureExt;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -86,6 +86,8 @@ struct DatasourcePool {
     connect_errors: Arc<AtomicU64>,
     name: String,
     checkout_timeout: std::time::Duration,
+    /// Its series of the checkout-wait histogram.
+    wait: Histogram,
     /// What the pool was built from: a reload keeps the pool when this is unchanged.
     built_from: (Datasource, usize),
 }
@@ -95,8 +97,14 @@ pub type PooledConn = PooledConnection<'static, BackendManager>;
 
 /// All pools of the proxy.
 pub struct Pools {
-    pools: HashMap<(DatasourceId, bool), DatasourcePool>,
+    /// By datasource, the main pool then the found-rows one ([`slot`]).
+    pools: Vec<DatasourcePool>,
     waits: WaitHistograms,
+}
+
+/// Where the pool of `datasource` (`found_rows`: the found-rows one) is in [`Pools::pools`].
+fn slot(datasource: DatasourceId, found_rows: bool) -> usize {
+    usize::from(datasource.0) * 2 + usize::from(found_rows)
 }
 
 /// Histograms of pool checkout waits (seconds) by `datasource` label.
@@ -113,16 +121,20 @@ impl Pools {
     /// either way); the others get new pools, and the old ones close as their last
     /// connection is given back.
     pub fn rebuild(config: &Config, previous: Option<&Pools>) -> Self {
-        let mut pools = HashMap::new();
+        let waits: WaitHistograms = previous.map_or_else(
+            || Family::new_with_constructor(crate::metrics::latency_histogram as fn() -> Histogram),
+            |p| p.waits.clone(),
+        );
+        let mut pools = Vec::with_capacity(config.datasources.len() * 2);
         for (i, ds) in config.datasources.iter().enumerate() {
             let id = DatasourceId(i as u16);
             let built_from = (ds.clone(), config.server.max_packet_size);
             for found_rows in [false, true] {
                 let kept = previous
-                    .and_then(|p| p.pools.get(&(id, found_rows)))
+                    .and_then(|p| p.pools.get(slot(id, found_rows)))
                     .filter(|p| p.built_from == built_from);
                 if let Some(kept) = kept {
-                    pools.insert((id, found_rows), kept.clone());
+                    pools.push(kept.clone());
                     continue;
                 }
                 let (tx, rx) = watch::channel(String::new());
@@ -146,25 +158,18 @@ impl Pools {
                         max_packet: config.server.max_packet_size,
                         tls: super::tls::connector(ds),
                     });
-                pools.insert(
-                    (id, found_rows),
-                    DatasourcePool {
-                        pool,
-                        errors: rx,
-                        connect_errors,
-                        name: ds.name.clone(),
-                        checkout_timeout: ds.checkout_timeout,
-                        built_from: built_from.clone(),
-                    },
-                );
+                pools.push(DatasourcePool {
+                    pool,
+                    errors: rx,
+                    connect_errors,
+                    name: ds.name.clone(),
+                    checkout_timeout: ds.checkout_timeout,
+                    wait: waits
+                        .get_or_create(&vec![("datasource", ds.name.clone())])
+                        .clone(),
+                    built_from: built_from.clone(),
+                });
             }
-        }
-        let waits: WaitHistograms = previous.map_or_else(
-            || Family::new_with_constructor(crate::metrics::latency_histogram as fn() -> Histogram),
-            |p| p.waits.clone(),
-        );
-        for ds in &config.datasources {
-            let _ = waits.get_or_create(&vec![("datasource", ds.name.clone())]);
         }
         Self { pools, waits }
     }
@@ -177,30 +182,36 @@ impl Pools {
         datasource: DatasourceId,
         found_rows: bool,
     ) -> Result<PooledConn, ProxyError> {
-        let p = self.pools.get(&(datasource, found_rows)).ok_or_else(|| {
-            ProxyError::Internal(format!("no pool for datasource {datasource:?}"))
-        })?;
-        let mut errors = p.errors.clone();
-        errors.mark_unchanged();
+        let p = self
+            .pools
+            .get(slot(datasource, found_rows))
+            .ok_or_else(|| {
+                ProxyError::Internal(format!("no pool for datasource {datasource:?}"))
+            })?;
         let started = std::time::Instant::now();
+        let done = |result: Result<PooledConn, RunError<ProxyError>>| {
+            p.wait.observe(started.elapsed().as_secs_f64());
+            result.map_err(|e| match e {
+                RunError::User(e) => e,
+                RunError::TimedOut => ProxyError::Unavailable(format!(
+                    "datasource {}: no connection available within {:?} (pool exhausted or backend unreachable; last connect error: {})",
+                    p.name,
+                    p.checkout_timeout,
+                    non_empty(&p.errors.borrow()),
+                )),
+            })
+        };
         let get = p.pool.get_owned();
         tokio::pin!(get);
+        // An idle connection is there at once (the usual case): no watch on connect errors.
+        if let Some(result) = get.as_mut().now_or_never() {
+            return done(result);
+        }
+        let mut errors = p.errors.clone();
+        errors.mark_unchanged();
         loop {
             tokio::select! {
-                result = &mut get => {
-                    self.waits
-                        .get_or_create(&vec![("datasource", p.name.clone())])
-                        .observe(started.elapsed().as_secs_f64());
-                    return result.map_err(|e| match e {
-                        RunError::User(e) => e,
-                        RunError::TimedOut => ProxyError::Unavailable(format!(
-                            "datasource {}: no connection available within {:?} (pool exhausted or backend unreachable; last connect error: {})",
-                            p.name,
-                            p.checkout_timeout,
-                            non_empty(&p.errors.borrow()),
-                        )),
-                    });
-                }
+                result = &mut get => return done(result),
                 changed = errors.changed() => {
                     if changed.is_ok() && p.pool.state().connections == 0 {
                         return Err(ProxyError::Unavailable(errors.borrow().clone()));
@@ -213,7 +224,7 @@ impl Pools {
     /// Whether every connection of the datasource's main pool is in use (the pool is at
     /// its size): the datasource answered them, and a checkout would only wait.
     pub fn saturated(&self, datasource: DatasourceId) -> bool {
-        self.pools.get(&(datasource, false)).is_some_and(|p| {
+        self.pools.get(slot(datasource, false)).is_some_and(|p| {
             let state = p.pool.state();
             state.idle_connections == 0 && state.connections >= p.built_from.0.pool_size
         })
@@ -263,15 +274,14 @@ pub struct PoolReport {
 impl Pools {
     /// Every pool's state, by datasource (configuration order), main pool first.
     pub fn report(&self) -> Vec<PoolReport> {
-        let mut keys: Vec<&(DatasourceId, bool)> = self.pools.keys().collect();
-        keys.sort();
-        keys.into_iter()
-            .map(|key| {
-                let p = &self.pools[key];
+        self.pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
                 let s = p.pool.state();
                 PoolReport {
                     datasource: p.name.clone(),
-                    pool: if key.1 { "found_rows" } else { "main" },
+                    pool: if i % 2 == 1 { "found_rows" } else { "main" },
                     size: p.built_from.0.pool_size,
                     open: s.connections,
                     idle: s.idle_connections,

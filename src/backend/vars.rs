@@ -19,7 +19,13 @@ impl BackendConn {
     /// Whether the connection carries variables `wanted` does not name (set by another
     /// session): it must be reset before it serves this one.
     pub fn has_foreign_vars(&self, wanted: &BTreeMap<String, Vec<u8>>) -> bool {
-        self.state.vars.keys().any(|k| !wanted.contains_key(k))
+        !self.has_vars(wanted) && self.state.vars.keys().any(|k| !wanted.contains_key(k))
+    }
+
+    /// Whether this connection has exactly the variables `wanted`, with the same values
+    /// (the common case: one ordered walk of both maps, no lookup).
+    pub fn has_vars(&self, wanted: &BTreeMap<String, Vec<u8>>) -> bool {
+        self.state.vars == *wanted
     }
 
     /// Sets on this connection the variables of `wanted` (lower-case name -> SQL literal;
@@ -30,6 +36,9 @@ impl BackendConn {
         &mut self,
         wanted: &BTreeMap<String, Vec<u8>>,
     ) -> Result<(), ProxyError> {
+        if self.has_vars(wanted) {
+            return Ok(());
+        }
         self.apply_names(wanted).await?;
         let diff: Vec<(&String, &Vec<u8>)> = wanted
             .iter()

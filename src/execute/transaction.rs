@@ -37,10 +37,10 @@ pub struct Wants<'a> {
 
 impl Wants<'_> {
     /// The database a connection to `ds` selects.
-    fn database(&self, ds: DatasourceId) -> Option<String> {
+    fn database(&self, ds: DatasourceId) -> Option<&str> {
         match self.database {
-            Some(db) if ds == self.config.sharding.default_datasource => Some(db.to_owned()),
-            _ => self.config.datasource(ds).database.clone(),
+            Some(db) if ds == self.config.sharding.default_datasource => Some(db),
+            _ => self.config.datasource(ds).database.as_deref(),
         }
     }
 }
@@ -178,6 +178,9 @@ impl Transaction {
                 }
                 continue;
             }
+            if self.prepared_already(&conn, ds, wants) {
+                return Ok(conn);
+            }
             let prepared = tokio::time::timeout(
                 datasource.connect_timeout,
                 self.prepare(&mut conn, ds, wants),
@@ -204,6 +207,18 @@ impl Transaction {
 
     /// Applies the session's variables and database to a connection, and joins it to the
     /// open transaction.
+    /// Whether [`Transaction::prepare`] has nothing to send on `conn`: its variables and
+    /// database are the session's, and no transaction or savepoint is to be opened there.
+    /// The usual case, decided without a timer or a future.
+    fn prepared_already(&self, conn: &BackendConn, ds: DatasourceId, wants: &Wants<'_>) -> bool {
+        conn.has_vars(wants.vars)
+            && self.begin.is_none()
+            && (self.savepoints.is_empty() || (!self.in_transaction() && wants.autocommit))
+            && wants
+                .database(ds)
+                .is_none_or(|db| conn.state.database.as_deref() == Some(db))
+    }
+
     async fn prepare(
         &self,
         conn: &mut BackendConn,
@@ -216,8 +231,8 @@ impl Transaction {
         }
         conn.apply_vars(wants.vars).await?;
         if let Some(db) = wants.database(ds) {
-            if conn.state.database.as_deref() != Some(db.as_str()) {
-                conn.init_db(&db).await?;
+            if conn.state.database.as_deref() != Some(db) {
+                conn.init_db(db).await?;
             }
         }
         if let Some(begin) = &self.begin {

@@ -1,6 +1,8 @@
 //! The client side of a session: writes OK, ERR, EOF and result sets as the client
 //! negotiated them (classic EOF or DEPRECATE_EOF, session tracking on or off).
 
+use std::sync::Arc;
+
 use mysql_common::constants::CapabilityFlags;
 
 use super::stream::ClientStream;
@@ -8,8 +10,9 @@ use crate::error::ProxyError;
 use crate::protocol::PacketStream;
 use crate::protocol::packets::{
     ColumnSpec, OkInfo, column_definition, eof_packet, err_packet, ok_packet, put_lenenc_bytes,
-    put_lenenc_int,
+    put_lenenc_int, rewrite_column_definition_into,
 };
+use crate::rewrite::ResultNames;
 
 /// The client connection and what it negotiated.
 pub struct Client {
@@ -17,6 +20,98 @@ pub struct Client {
     pub stream: PacketStream<ClientStream>,
     /// Capabilities both sides agreed on.
     pub caps: CapabilityFlags,
+    /// The column definitions renamed last ([`RenamedColumns`]).
+    pub renamed: RenamedColumns,
+}
+
+/// The column definitions of the last results as the backend sent them and as renamed for
+/// the client ([`crate::protocol::packets::rewrite_column_definition_into`]): a statement
+/// run again (the same columns of the same shard's tables) gets the renamed definitions
+/// without renaming them again. One entry per shard's [`ResultNames`] (compared by
+/// address; the entry keeps it alive), up to [`RenamedColumns::CAPACITY`] (the oldest goes);
+/// definitions are compared byte for byte.
+#[derive(Default)]
+pub struct RenamedColumns {
+    /// Most recently used last.
+    entries: Vec<Renamed>,
+}
+
+/// One result's column definitions, as sent and as renamed.
+struct Renamed {
+    names: Arc<ResultNames>,
+    /// The backend's definitions, one after another, and where each ends.
+    raw: Vec<u8>,
+    raw_ends: Vec<usize>,
+    /// Their renamed payloads (a definition left as it was is copied), and where each ends.
+    renamed: Vec<u8>,
+    renamed_ends: Vec<usize>,
+}
+
+impl Renamed {
+    /// Whether the entry holds exactly `defs` renamed under `names`.
+    fn holds(&self, defs: &[bytes::BytesMut], names: &Arc<ResultNames>) -> bool {
+        Arc::ptr_eq(&self.names, names)
+            && self.raw_ends.len() == defs.len()
+            && defs.iter().enumerate().all(|(i, def)| {
+                let start = if i == 0 { 0 } else { self.raw_ends[i - 1] };
+                self.raw[start..self.raw_ends[i]] == def[..]
+            })
+    }
+
+    /// Renames `defs` under `names`.
+    fn new(defs: &[bytes::BytesMut], names: &Arc<ResultNames>) -> Self {
+        let mut entry = Renamed {
+            names: names.clone(),
+            raw: Vec::new(),
+            raw_ends: Vec::with_capacity(defs.len()),
+            renamed: Vec::new(),
+            renamed_ends: Vec::with_capacity(defs.len()),
+        };
+        let mut one = Vec::new();
+        for def in defs {
+            entry.raw.extend_from_slice(def);
+            entry.raw_ends.push(entry.raw.len());
+            if rewrite_column_definition_into(def, names, &mut one) {
+                entry.renamed.extend_from_slice(&one);
+            } else {
+                entry.renamed.extend_from_slice(def);
+            }
+            entry.renamed_ends.push(entry.renamed.len());
+        }
+        entry
+    }
+
+    /// The renamed payloads, in order.
+    fn payloads(&self) -> impl Iterator<Item = &[u8]> {
+        self.renamed_ends.iter().scan(0, |start, &end| {
+            let piece = &self.renamed[*start..end];
+            *start = end;
+            Some(piece)
+        })
+    }
+}
+
+impl RenamedColumns {
+    /// Results kept per client connection: the shards of a datasource times a few
+    /// statements.
+    pub const CAPACITY: usize = 16;
+
+    /// The entry for `defs` under `names`, renamed now if no entry holds them.
+    fn get(&mut self, defs: &[bytes::BytesMut], names: &Arc<ResultNames>) -> &Renamed {
+        match self.entries.iter().rposition(|e| e.holds(defs, names)) {
+            Some(at) => {
+                let entry = self.entries.remove(at);
+                self.entries.push(entry);
+            }
+            None => {
+                if self.entries.len() == Self::CAPACITY {
+                    self.entries.remove(0);
+                }
+                self.entries.push(Renamed::new(defs, names));
+            }
+        }
+        self.entries.last().expect("an entry was just pushed")
+    }
 }
 
 impl Client {
@@ -28,6 +123,21 @@ impl Client {
     /// OK packets carry their info length-encoded.
     pub fn session_track(&self) -> bool {
         self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
+    }
+
+    /// Queues the column definitions `defs` of a result, renamed under `names`.
+    pub fn renamed_columns(
+        &mut self,
+        defs: &[bytes::BytesMut],
+        names: &Arc<ResultNames>,
+    ) -> Result<(), ProxyError> {
+        let entry = self.renamed.get(defs, names);
+        for payload in entry.payloads() {
+            self.stream
+                .write_packet(payload)
+                .map_err(|e| ProxyError::ClientGone(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// Queues a packet, mapping I/O errors.

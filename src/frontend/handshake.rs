@@ -199,6 +199,7 @@ pub async fn accept(
     let mut client = Client {
         stream,
         caps: response.caps & offered,
+        renamed: Default::default(),
     };
     if let Some((charset, _)) = collation_names(response.collation) {
         if let Err(message) = decoding_for(&charset) {
@@ -293,6 +294,7 @@ async fn bad_handshake(
     let mut client = Client {
         stream,
         caps: offered,
+        renamed: Default::default(),
     };
     client.error(&ProxyError::client(ER_HANDSHAKE_ERROR, b"08S01", message))?;
     client.flush().await?;

@@ -122,7 +122,7 @@ pub(super) async fn merged(
     send_columns(
         client,
         &defs[..shape.visible],
-        plan.steps[0].names.as_deref(),
+        plan.steps[0].names.as_ref(),
         status,
     )?;
     let count_all = results.counts_found_rows() && spec.distinct.is_some();

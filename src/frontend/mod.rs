@@ -9,6 +9,7 @@ mod explain;
 pub mod handshake;
 mod ids;
 mod locks;
+mod memo;
 mod merge;
 mod prepared;
 mod processlist;

@@ -11,7 +11,7 @@ use crate::backend::Reply;
 use crate::error::ProxyError;
 use crate::execute::Results;
 use crate::plan::Plan;
-use crate::protocol::packets::{OkInfo, rewrite_column_definition_into};
+use crate::protocol::packets::OkInfo;
 use crate::rewrite::ResultNames;
 
 pub(super) const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
@@ -74,17 +74,16 @@ pub(super) async fn respond(
 pub(super) fn send_columns(
     client: &mut Client,
     defs: &[bytes::BytesMut],
-    names: Option<&ResultNames>,
+    names: Option<&std::sync::Arc<ResultNames>>,
     status: u16,
 ) -> Result<(), ProxyError> {
     client.columns_header(defs.len() as u64)?;
-    let mut renamed = Vec::new();
-    for def in defs {
-        match names {
-            Some(n) if rewrite_column_definition_into(def, n, &mut renamed) => {
-                client.packet(&renamed)?
+    match names {
+        Some(names) => client.renamed_columns(defs, names)?,
+        None => {
+            for def in defs {
+                client.packet(def)?;
             }
-            _ => client.packet(def)?,
         }
     }
     client.columns_end(status)
@@ -102,7 +101,7 @@ async fn relay(
     let only = plan.steps.len() == 1;
     let mut columns: Option<usize> = None;
     for step in 0..plan.steps.len() {
-        let names = plan.steps[step].names.as_deref();
+        let names = plan.steps[step].names.as_ref();
         loop {
             match results.reply(step).await? {
                 Reply::Ok(ok) => {

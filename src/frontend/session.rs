@@ -82,6 +82,8 @@ pub struct Session {
     /// was built with.
     scope_databases_version: u64,
     scope_generation: u64,
+    /// The data-statement shapes this session ran last, under `scope` and `rt`.
+    memo: super::memo::ShapeMemo,
 }
 
 fn literal(s: &str) -> Vec<u8> {
@@ -144,6 +146,7 @@ impl Session {
             statements: Default::default(),
             handle,
             tls: None,
+            memo: Default::default(),
         }
     }
 
@@ -395,6 +398,28 @@ impl Session {
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
     ) -> Result<(), ProxyError> {
+        self.check_name_bytes(sql, lexed)?;
+        if let Some(db) = self.database.as_deref() {
+            let is_use = lexed.tokens.first().is_some_and(|t| t.is_word(sql, "use"));
+            if !is_use {
+                self.scope.check_database(db)?;
+            }
+        }
+        crate::plan::scope::check_text(
+            &self.scope,
+            sql,
+            &lexed.tokens,
+            self.lex_mode,
+            self.database.as_deref(),
+        )
+    }
+
+    /// Refuses names outside quotes with bytes above 0x7F in a single-byte character set.
+    pub(super) fn check_name_bytes(
+        &self,
+        sql: &[u8],
+        lexed: &crate::sql::lexer::Lexed,
+    ) -> Result<(), ProxyError> {
         // In a single-byte character set a byte above 0x7F may be a space to the server
         // (0xA0 in latin1 and latin2, not in cp1251): the proxy, reading it as part of a
         // name, would not see the words it separates (`USE\xA0mysql`).
@@ -409,19 +434,42 @@ impl Session {
                 ));
             }
         }
-        if let Some(db) = self.database.as_deref() {
-            let is_use = lexed.tokens.first().is_some_and(|t| t.is_word(sql, "use"));
-            if !is_use {
-                self.scope.check_database(db)?;
-            }
-        }
-        crate::plan::scope::check_text(
+        Ok(())
+    }
+
+    /// The shape of a statement the session's memo may hold ([`super::memo`]), if it may.
+    pub(super) fn memo_shape(
+        &self,
+        sql: &[u8],
+        lexed: &crate::sql::lexer::Lexed,
+    ) -> Option<Vec<u8>> {
+        super::memo::ShapeMemo::<Scope, Runtime>::eligible(sql, lexed, self.lex_mode).then(|| {
+            crate::sql::shape::shape_key(sql, lexed, self.lex_mode, self.in_logical_database())
+        })
+    }
+
+    /// The analysis of a data statement of shape `shape` that passed the checks under the
+    /// session's present scope, configuration, database and lexer mode.
+    pub(super) fn memo_get(&mut self, shape: &[u8]) -> Option<Arc<crate::sql::Analysis>> {
+        self.memo.get(
+            shape,
             &self.scope,
-            sql,
-            &lexed.tokens,
-            self.lex_mode,
+            &self.rt,
             self.database.as_deref(),
+            self.lex_mode,
         )
+    }
+
+    /// Keeps a shape that just passed the checks as a plain data statement.
+    pub(super) fn memo_insert(&mut self, shape: Vec<u8>, analysis: Arc<crate::sql::Analysis>) {
+        self.memo.insert(
+            shape,
+            analysis,
+            &self.scope,
+            &self.rt,
+            self.database.as_deref(),
+            self.lex_mode,
+        );
     }
 
     /// Refuses a database outside the user's scope (1044): `USE`, COM_INIT_DB, the

@@ -509,7 +509,7 @@ impl Session {
         sql: &[u8],
         physical: &str,
         logical: &str,
-        names: &ResultNames,
+        names: &std::sync::Arc<ResultNames>,
         more: bool,
     ) -> Result<(), ProxyError> {
         let fetched = match self.connection(ds).await {

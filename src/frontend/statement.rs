@@ -62,12 +62,14 @@ pub(super) struct Prepared<'a> {
 }
 
 impl Session {
-    /// Runs a data statement and writes its result.
+    /// Runs a data statement and writes its result. `shape` is its shape when the
+    /// session's memo may keep it ([`super::memo`]).
     pub(super) async fn data_statement(
         &mut self,
         client: &mut Client,
         sql: &[u8],
         lexed: &Lexed,
+        shape: Option<Vec<u8>>,
         more: bool,
     ) -> Result<(), ProxyError> {
         let (prefix, sql, inner) = match set_statement_body(sql, lexed) {
@@ -102,7 +104,34 @@ impl Session {
                 .catalog_statement(client, sql, lexed, &refs, more)
                 .await;
         }
-        let statement = self.prepare_data(sql, lexed, prefix, &[]).await?;
+        let statement = match shape {
+            Some(shape) if prefix.is_empty() => {
+                let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
+                let (analysis, cacheable) = self.analysis_of_shape(sql, lexed, shape.clone())?;
+                if cacheable {
+                    self.memo_insert(shape, analysis.clone());
+                }
+                self.prepared(sql, lexed, prefix, &[], hints, analysis)
+                    .await?
+            }
+            _ => self.prepare_data(sql, lexed, prefix, &[]).await?,
+        };
+        let plan = self.plan(&statement, false).await?;
+        self.execute(client, &plan, &statement, None, more).await
+    }
+
+    /// Runs a data statement whose shape the session's memo holds, with the analysis kept
+    /// there: the checks that shape passed are not run again ([`super::memo`]).
+    pub(super) async fn known_data_statement(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        lexed: &Lexed,
+        analysis: Arc<Analysis>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
+        let statement = self.prepared(sql, lexed, &[], &[], hints, analysis).await?;
         let plan = self.plan(&statement, false).await?;
         self.execute(client, &plan, &statement, None, more).await
     }
@@ -117,6 +146,21 @@ impl Session {
     ) -> Result<Prepared<'a>, ProxyError> {
         let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
         let analysis = self.analysis(sql, lexed)?;
+        self.prepared(sql, lexed, prefix, params, hints, analysis)
+            .await
+    }
+
+    /// A data statement with its hints and analysis, ready to plan; a statement the parser
+    /// could not read is refused here with the reason.
+    async fn prepared<'a>(
+        &mut self,
+        sql: &'a [u8],
+        lexed: &'a Lexed,
+        prefix: &'a [u8],
+        params: &'a [ParamValue],
+        hints: RouteHints,
+        analysis: Arc<Analysis>,
+    ) -> Result<Prepared<'a>, ProxyError> {
         if let Target::Refused(Refusal::Unparsed(message)) = &analysis.target {
             return Err(self.validate_unparsed(sql, lexed, message).await);
         }
@@ -466,8 +510,20 @@ impl Session {
     pub(super) fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
         let db_is_logical = self.in_logical_database();
         let key = shape_key(sql, lexed, self.lex_mode, db_is_logical);
+        self.analysis_of_shape(sql, lexed, key).map(|(a, _)| a)
+    }
+
+    /// [`Session::analysis`] of a statement whose shape is `key`
+    /// ([`shape_key`] in the session's mode and database), and whether statements of that
+    /// shape share it (the shared cache keeps it).
+    pub(super) fn analysis_of_shape(
+        &self,
+        sql: &[u8],
+        lexed: &Lexed,
+        key: Vec<u8>,
+    ) -> Result<(Arc<Analysis>, bool), ProxyError> {
         if let Some(a) = self.rt.analyses.get(&key) {
-            return Ok(a);
+            return Ok((a, true));
         }
         let cx = self.analyze_context();
         match analyze(sql, lexed, cx) {
@@ -476,7 +532,7 @@ impl Session {
                 if analyzed.cacheable {
                     self.rt.analyses.insert(key, analysis.clone());
                 }
-                Ok(analysis)
+                Ok((analysis, analyzed.cacheable))
             }
             Err(parse_error) => {
                 let target = if token_mentions_sharded_table(sql, &lexed.tokens, cx) {
@@ -490,13 +546,14 @@ impl Session {
                 // open HANDLER, a temporary table, a lock, a user variable) is unknown:
                 // the session keeps the connection, which is reset when it ends.
                 let pins = matches!(target, Target::Unsharded);
-                Ok(Arc::new(Analysis {
+                let analysis = Analysis {
                     verb: Verb::Other,
                     target,
                     session_fns: Vec::new(),
                     pins,
                     qualified_tables: Vec::new(),
-                }))
+                };
+                Ok((Arc::new(analysis), false))
             }
         }
     }

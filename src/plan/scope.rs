@@ -633,12 +633,16 @@ pub fn check_text(
     Ok(())
 }
 
+/// Whether [`check_text`] reads `sql` in `mode` only: no executable comment and no
+/// `sql_mode` anywhere in its text (literals and comments included), so the server can
+/// only lex it as the proxy does.
+pub fn has_one_reading(sql: &[u8], mode: LexMode) -> bool {
+    other_readings(sql, mode).is_empty()
+}
+
 /// The lexings besides `mode` the server might apply to `sql` (see [`check_text`]).
 fn other_readings(sql: &[u8], mode: LexMode) -> Vec<LexMode> {
-    let has = |needle: &[u8]| {
-        sql.windows(needle.len())
-            .any(|w| w.eq_ignore_ascii_case(needle))
-    };
+    let has = |needle: &[u8]| contains_ignore_ascii_case(sql, needle);
     let mut base = mode;
     if has(b"/*!") || has(b"/*m!") {
         base.server_version = u32::MAX;
@@ -659,6 +663,21 @@ fn other_readings(sql: &[u8], mode: LexMode) -> Vec<LexMode> {
     }
     out.retain(|m| *m != mode);
     out
+}
+
+/// Whether `haystack` contains `needle` (whose first byte is not a letter, or is
+/// lower-case), ASCII letters compared without case. Scans for the first byte with memchr,
+/// so a statement without it costs one vectorised pass.
+fn contains_ignore_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    let upper = first.to_ascii_uppercase();
+    memchr::memchr2_iter(first, upper, haystack).any(|at| {
+        haystack
+            .get(at + 1..at + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(rest))
+    })
 }
 
 /// `SHOW ... FROM db` / `IN db` and `SHOW CREATE DATABASE db`: the database as such (1044).

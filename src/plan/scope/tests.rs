@@ -286,3 +286,34 @@ fn databases_the_servers_have_join_the_known_ones_but_for_the_scopes_own() {
     assert!(!s.is_elsewhere("orders") && !s.is_elsewhere("reports"));
     assert!(!s.is_elsewhere("information_schema"));
 }
+
+#[test]
+fn a_statement_has_one_reading_unless_it_holds_an_executable_comment_or_sql_mode() {
+    let m = LexMode::default();
+    assert!(has_one_reading(
+        b"SELECT * FROM t_order WHERE order_id = 1",
+        m
+    ));
+    assert!(has_one_reading(b"SELECT '/*' FROM t /* comment */", m));
+    for sql in [
+        "SELECT 1 /*!50000 FROM mysql.user */",
+        "SELECT 1 /*M!100000 x */",
+        "select 1 /*m!100000 x */",
+        "SELECT 'SQL_MODE' FROM t",
+        "SET sql_mode = 'ANSI_QUOTES'",
+        "SELECT @@Sql_Mode",
+    ] {
+        assert!(!has_one_reading(sql.as_bytes(), m), "{sql}");
+    }
+}
+
+#[test]
+fn the_case_blind_search_finds_needles_at_the_edges_and_nowhere_else() {
+    assert!(contains_ignore_ascii_case(b"sql_mode", b"sql_mode"));
+    assert!(contains_ignore_ascii_case(b"x SQL_MODE", b"sql_mode"));
+    assert!(contains_ignore_ascii_case(b"/*!", b"/*!"));
+    assert!(!contains_ignore_ascii_case(b"x sql_mod", b"sql_mode"));
+    assert!(!contains_ignore_ascii_case(b"", b"/*!"));
+    assert!(!contains_ignore_ascii_case(b"/* !", b"/*!"));
+    assert!(contains_ignore_ascii_case(b"ssql_mode", b"sql_mode"));
+}
