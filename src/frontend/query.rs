@@ -12,12 +12,19 @@ use crate::error::{
 };
 use crate::protocol::packets::OkInfo;
 use crate::sql::command::{Command, RegionArg, classify};
-use crate::sql::lexer::{lex, split_statements};
+use crate::sql::lexer::{Lexed, lex, split_statements};
 
 impl Session {
     /// Runs the statements of one COM_QUERY and writes their results. Returns `Err` only
     /// when the client connection is lost.
     pub async fn query(&mut self, client: &mut Client, text: &[u8]) -> Result<(), ProxyError> {
+        if memchr::memchr(b';', text).is_none() {
+            // One statement at most (the usual case): lexed once, not split first.
+            let lexed = lex(text, self.lex_mode);
+            if !lexed.tokens.is_empty() {
+                return self.only_statement(client, text, lexed).await;
+            }
+        }
         let statements = split_statements(text, self.lex_mode);
         if statements.is_empty() {
             if text.iter().all(u8::is_ascii_whitespace) {
@@ -40,32 +47,59 @@ impl Session {
         }
         let last = statements.len() - 1;
         for (i, range) in statements.into_iter().enumerate() {
-            let started = std::time::Instant::now();
             let sql = &text[range];
-            self.handle
-                .set_activity(self.database.as_deref(), Some(("Query", sql)));
-            let result = self.bounded_statement(client, sql, i < last).await;
-            self.statement_done(sql, &result, started);
-            if let Err(e) = result {
-                if let ProxyError::ClientGone(_) = e {
-                    return Err(e);
-                }
-                self.record_error(&e);
-                client.error(&e)?;
-                // Connections that failed are dropped now; if one held the transaction or
-                // pinned state, the session is lost.
-                self.txn.release_idle();
-                if let Some(why) = self.txn.lost() {
-                    // As if the server had gone away: the client must not go on (and commit)
-                    // as if its transaction or session state were intact.
-                    tracing::warn!(connection = self.id, reason = %why, "closing the client connection");
-                    return Err(ProxyError::ClientGone(why.to_owned()));
-                }
+            if !self.each_statement(client, sql, None, i < last).await? {
                 break;
             }
         }
         self.handle.set_activity(self.database.as_deref(), None);
         Ok(())
+    }
+
+    /// A query of one statement, already lexed.
+    async fn only_statement(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        lexed: Lexed,
+    ) -> Result<(), ProxyError> {
+        self.each_statement(client, sql, Some(lexed), false).await?;
+        self.handle.set_activity(self.database.as_deref(), None);
+        Ok(())
+    }
+
+    /// One statement of a query and its result or error; `false` when it failed (the
+    /// query's later statements do not run).
+    async fn each_statement(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        lexed: Option<Lexed>,
+        more: bool,
+    ) -> Result<bool, ProxyError> {
+        let started = std::time::Instant::now();
+        self.handle
+            .set_activity(self.database.as_deref(), Some(("Query", sql)));
+        let result = self.bounded_statement(client, sql, lexed, more).await;
+        self.statement_done(sql, &result, started);
+        let Err(e) = result else {
+            return Ok(true);
+        };
+        if let ProxyError::ClientGone(_) = e {
+            return Err(e);
+        }
+        self.record_error(&e);
+        client.error(&e)?;
+        // Connections that failed are dropped now; if one held the transaction or pinned
+        // state, the session is lost.
+        self.txn.release_idle();
+        if let Some(why) = self.txn.lost() {
+            // As if the server had gone away: the client must not go on (and commit) as if
+            // its transaction or session state were intact.
+            tracing::warn!(connection = self.id, reason = %why, "closing the client connection");
+            return Err(ProxyError::ClientGone(why.to_owned()));
+        }
+        Ok(false)
     }
 
     /// One statement, bounded by the longest `query_timeout` of the datasources (data
@@ -75,6 +109,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         sql: &[u8],
+        lexed: Option<Lexed>,
         more: bool,
     ) -> Result<(), ProxyError> {
         self.refresh()?;
@@ -87,21 +122,22 @@ impl Session {
             .max()
             .unwrap_or_default();
         if limit.is_zero() {
-            return self.statement(client, sql, more).await;
+            return self.statement(client, sql, lexed, more).await;
         }
-        let result = within(limit, Box::pin(self.statement(client, sql, more))).await;
+        let result = within(limit, Box::pin(self.statement(client, sql, lexed, more))).await;
         self.after_timeout(&result);
         result
     }
 
-    /// One statement.
+    /// One statement (`lexed`: its tokens, when the query was lexed whole).
     async fn statement(
         &mut self,
         client: &mut Client,
         sql: &[u8],
+        lexed: Option<Lexed>,
         more: bool,
     ) -> Result<(), ProxyError> {
-        let lexed = lex(sql, self.lex_mode);
+        let lexed = lexed.unwrap_or_else(|| lex(sql, self.lex_mode));
         if lexed.tokens.iter().any(|t| t.is_punct(sql, "\0")) {
             return Err(ProxyError::client(
                 ER_PARSE_ERROR,

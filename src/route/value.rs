@@ -140,6 +140,13 @@ fn float_key(f: f64) -> KeyValue {
 
 /// A numeric literal token: `12`, `12.000`, `1.5`, `1e3`.
 fn parse_number(text: &[u8]) -> KeyValue {
+    if !text.is_empty() && text.iter().all(u8::is_ascii_digit) {
+        // The usual literal, digits only: above u64::MAX it matches no order id.
+        return text
+            .iter()
+            .try_fold(0u64, |n, &b| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+            .map_or(KeyValue::NoMatch, KeyValue::Id);
+    }
     let Ok(text) = std::str::from_utf8(text) else {
         return KeyValue::Expression;
     };
