@@ -398,18 +398,20 @@ async fn a_reload_that_takes_a_database_away_refuses_it_at_once() {
 }
 
 /// A session skips the scope check for a statement shape it ran under the same scope and
-/// database (`frontend/memo.rs`): after a reload, or in another database, the same shape
-/// with other values is checked again.
+/// database (`frontend/memo.rs`), and a prepared statement for a text it passed with: after
+/// a reload, or in another database, the same shape with other values is checked again.
 #[tokio::test]
 async fn a_shape_run_before_a_reload_is_checked_again_after_it() {
     let h = Harness::start_with(scoped_config()).await;
     let mut g = connect(&h, "granted", Some("orders")).await.unwrap();
     let mut here = connect(&h, "granted", Some("orders_ref")).await.unwrap();
+    let prepared = "SELECT COUNT(*) FROM t_order WHERE order_id = ?";
     for id in 1..4 {
         let qualified = format!("SELECT COUNT(*) FROM orders_ref.t_order WHERE order_id = {id}");
         let _: Vec<u64> = g.query(&qualified).await.unwrap();
         let unqualified = format!("SELECT COUNT(*) FROM t_order WHERE order_id = {id}");
         let _: Vec<u64> = here.query(&unqualified).await.unwrap();
+        let _: Vec<u64> = here.exec(prepared, (id,)).await.unwrap();
     }
     let mut narrowed = scoped_config();
     let granted = narrowed.users.iter_mut().find(|u| u.name == "granted");
@@ -424,6 +426,11 @@ async fn a_shape_run_before_a_reload_is_checked_again_after_it() {
         .0,
         1142
     );
+    // The statement prepared and executed before the reload: its execution is checked again.
+    match here.exec::<u64, _, _>(prepared, (9,)).await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1044, "{}", e.message),
+        other => panic!("a prepared statement outside the narrowed scope ran: {other:?}"),
+    }
     assert_eq!(
         refusal(&mut here, "SELECT COUNT(*) FROM t_order WHERE order_id = 9")
             .await

@@ -32,9 +32,10 @@ use crate::sql::lexer::{LexMode, Lexed, TokenKind};
 /// application, small enough to search linearly.
 pub const CAPACITY: usize = 8;
 
-/// What the checks a memo entry stands for depend on besides the shape. `S` and `R` are
-/// the scope and the configuration ([`Scope`], [`Runtime`]), compared by address.
-struct Epoch<S, R> {
+/// What the checks of a statement's text depend on besides the text: a memo entry, or a
+/// prepared statement's last check, stands for them only in the same epoch. `S` and `R`
+/// are the scope and the configuration ([`Scope`], [`Runtime`]), compared by address.
+pub struct Epoch<S = Scope, R = Runtime> {
     /// The scope the checks ran under (kept, so its address is not reused).
     scope: Arc<S>,
     /// The configuration (kept, as `scope`).
@@ -44,7 +45,24 @@ struct Epoch<S, R> {
 }
 
 impl<S, R> Epoch<S, R> {
-    fn matches(&self, scope: &Arc<S>, rt: &Arc<R>, database: Option<&str>, mode: LexMode) -> bool {
+    /// The epoch of a session with this scope, configuration, database and lexer mode.
+    pub fn new(scope: &Arc<S>, rt: &Arc<R>, database: Option<&str>, mode: LexMode) -> Self {
+        Epoch {
+            scope: scope.clone(),
+            rt: rt.clone(),
+            database: database.map(str::to_owned),
+            mode,
+        }
+    }
+
+    /// Whether a session with this scope, configuration, database and mode is in it.
+    pub fn matches(
+        &self,
+        scope: &Arc<S>,
+        rt: &Arc<R>,
+        database: Option<&str>,
+        mode: LexMode,
+    ) -> bool {
         Arc::ptr_eq(&self.scope, scope)
             && Arc::ptr_eq(&self.rt, rt)
             && self.database.as_deref() == database
@@ -122,12 +140,7 @@ impl<S, R> ShapeMemo<S, R> {
             .is_some_and(|e| e.matches(scope, rt, database, mode))
         {
             self.entries.clear();
-            self.epoch = Some(Epoch {
-                scope: scope.clone(),
-                rt: rt.clone(),
-                database: database.map(str::to_owned),
-                mode,
-            });
+            self.epoch = Some(Epoch::new(scope, rt, database, mode));
         }
         if let Some(at) = self.entries.iter().position(|(key, _)| *key == shape) {
             self.entries.remove(at);

@@ -75,6 +75,9 @@ pub struct PreparedStatement {
     /// The configuration generation it was analysed under: after a reload, an execution
     /// analyses it again (a table may have become sharded, or stopped being).
     generation: u64,
+    /// The epoch its text last passed the scope and catalog-view checks in: an execution
+    /// in the same epoch would get the same answers, since the text is the same.
+    checked_in: Option<super::memo::Epoch>,
 }
 
 /// Long data the proxy buffers per statement between executions (64 MiB, its largest
@@ -287,6 +290,7 @@ impl Session {
                 long_data: vec![None; params],
                 long_data_bytes: 0,
                 generation: self.rt.generation,
+                checked_in: None,
             },
         );
         id
@@ -351,12 +355,24 @@ impl Session {
         let started = std::time::Instant::now();
         self.handle
             .set_activity(self.database.as_deref(), Some(("Execute", &statement.sql)));
-        // Checked again: a reload may have narrowed the user's scope since it was prepared,
-        // and a `USE information_schema` since then makes `FROM TABLES` the catalog view the
-        // proxy answers itself (the backend's would show every database).
-        let checked = self
-            .check_database_access(&statement.sql, &statement.lexed)
-            .and_then(|()| self.refuse_answered_views(&statement.sql, &statement.lexed));
+        // Checked again in another epoch (`super::memo::Epoch`): a reload may have narrowed
+        // the user's scope since it was prepared, and a `USE information_schema` since then
+        // makes `FROM TABLES` the catalog view the proxy answers itself (the backend's would
+        // show every database).
+        let checked = match &statement.checked_in {
+            Some(epoch) if self.in_epoch(epoch) => {
+                self.check_name_bytes(&statement.sql, &statement.lexed)
+            }
+            _ => {
+                let checked = self
+                    .check_database_access(&statement.sql, &statement.lexed)
+                    .and_then(|()| self.refuse_answered_views(&statement.sql, &statement.lexed));
+                if checked.is_ok() {
+                    statement.checked_in = Some(self.epoch());
+                }
+                checked
+            }
+        };
         let result = match checked {
             Ok(()) => self.execute_with(client, &mut statement, payload).await,
             Err(e) => Err(e),

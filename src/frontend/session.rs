@@ -448,6 +448,26 @@ impl Session {
         })
     }
 
+    /// The session's present epoch ([`super::memo::Epoch`]).
+    pub(super) fn epoch(&self) -> super::memo::Epoch {
+        super::memo::Epoch::new(
+            &self.scope,
+            &self.rt,
+            self.database.as_deref(),
+            self.lex_mode,
+        )
+    }
+
+    /// Whether the session is in `epoch`.
+    pub(super) fn in_epoch(&self, epoch: &super::memo::Epoch) -> bool {
+        epoch.matches(
+            &self.scope,
+            &self.rt,
+            self.database.as_deref(),
+            self.lex_mode,
+        )
+    }
+
     /// The analysis of a data statement of shape `shape` that passed the checks under the
     /// session's present scope, configuration, database and lexer mode.
     pub(super) fn memo_get(&mut self, shape: &[u8]) -> Option<Arc<crate::sql::Analysis>> {

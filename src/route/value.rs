@@ -144,7 +144,9 @@ fn parse_number(text: &[u8]) -> KeyValue {
         // The usual literal, digits only: above u64::MAX it matches no order id.
         return text
             .iter()
-            .try_fold(0u64, |n, &b| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+            .try_fold(0u64, |n, &b| {
+                n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+            })
             .map_or(KeyValue::NoMatch, KeyValue::Id);
     }
     let Ok(text) = std::str::from_utf8(text) else {
