@@ -124,6 +124,7 @@ impl Session {
         if limit.is_zero() {
             return self.statement(client, sql, lexed, more).await;
         }
+        // Boxed: the statement's future is several KB, copied at every move otherwise.
         let result = within(limit, Box::pin(self.statement(client, sql, lexed, more))).await;
         self.after_timeout(&result);
         result
