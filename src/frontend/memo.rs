@@ -24,7 +24,6 @@
 use std::sync::Arc;
 
 use crate::plan::scope::Scope;
-use crate::proxy::Runtime;
 use crate::sql::Analysis;
 use crate::sql::lexer::{LexMode, Lexed, TokenKind};
 
@@ -33,23 +32,25 @@ use crate::sql::lexer::{LexMode, Lexed, TokenKind};
 pub const CAPACITY: usize = 8;
 
 /// What the checks of a statement's text depend on besides the text: a memo entry, or a
-/// prepared statement's last check, stands for them only in the same epoch. `S` and `R`
-/// are the scope and the configuration ([`Scope`], [`Runtime`]), compared by address.
-pub struct Epoch<S = Scope, R = Runtime> {
+/// prepared statement's last check, stands for them only in the same epoch. The scope
+/// ([`Scope`]) is compared by address; the configuration by its generation
+/// ([`crate::proxy::Runtime::generation`]), so an epoch keeps no configuration, and none of
+/// its pools, alive.
+pub struct Epoch<S = Scope> {
     /// The scope the checks ran under (kept, so its address is not reused).
     scope: Arc<S>,
-    /// The configuration (kept, as `scope`).
-    rt: Arc<R>,
+    /// The configuration's generation.
+    generation: u64,
     database: Option<String>,
     mode: LexMode,
 }
 
-impl<S, R> Epoch<S, R> {
+impl<S> Epoch<S> {
     /// The epoch of a session with this scope, configuration, database and lexer mode.
-    pub fn new(scope: &Arc<S>, rt: &Arc<R>, database: Option<&str>, mode: LexMode) -> Self {
+    pub fn new(scope: &Arc<S>, generation: u64, database: Option<&str>, mode: LexMode) -> Self {
         Epoch {
             scope: scope.clone(),
-            rt: rt.clone(),
+            generation,
             database: database.map(str::to_owned),
             mode,
         }
@@ -59,12 +60,12 @@ impl<S, R> Epoch<S, R> {
     pub fn matches(
         &self,
         scope: &Arc<S>,
-        rt: &Arc<R>,
+        generation: u64,
         database: Option<&str>,
         mode: LexMode,
     ) -> bool {
         Arc::ptr_eq(&self.scope, scope)
-            && Arc::ptr_eq(&self.rt, rt)
+            && self.generation == generation
             && self.database.as_deref() == database
             && self.mode == mode
     }
@@ -72,13 +73,13 @@ impl<S, R> Epoch<S, R> {
 
 /// A session's memo of data-statement shapes that passed the scope check, the classifier
 /// and the catalog-view check, with their analyses. See the module documentation.
-pub struct ShapeMemo<S = Scope, R = Runtime> {
-    epoch: Option<Epoch<S, R>>,
+pub struct ShapeMemo<S = Scope> {
+    epoch: Option<Epoch<S>>,
     /// Most recently used last.
     entries: Vec<(Vec<u8>, Arc<Analysis>)>,
 }
 
-impl<S, R> Default for ShapeMemo<S, R> {
+impl<S> Default for ShapeMemo<S> {
     fn default() -> Self {
         Self {
             epoch: None,
@@ -87,7 +88,7 @@ impl<S, R> Default for ShapeMemo<S, R> {
     }
 }
 
-impl<S, R> ShapeMemo<S, R> {
+impl<S> ShapeMemo<S> {
     /// Whether the statement `sql` (lexed as `lexed` in `mode`) may be looked up or kept:
     /// its checks read nothing but its shape (module documentation).
     pub fn eligible(sql: &[u8], lexed: &Lexed, mode: LexMode) -> bool {
@@ -104,14 +105,14 @@ impl<S, R> ShapeMemo<S, R> {
         &mut self,
         shape: &[u8],
         scope: &Arc<S>,
-        rt: &Arc<R>,
+        generation: u64,
         database: Option<&str>,
         mode: LexMode,
     ) -> Option<Arc<Analysis>> {
         if !self
             .epoch
             .as_ref()
-            .is_some_and(|e| e.matches(scope, rt, database, mode))
+            .is_some_and(|e| e.matches(scope, generation, database, mode))
         {
             return None;
         }
@@ -130,17 +131,17 @@ impl<S, R> ShapeMemo<S, R> {
         shape: Vec<u8>,
         analysis: Arc<Analysis>,
         scope: &Arc<S>,
-        rt: &Arc<R>,
+        generation: u64,
         database: Option<&str>,
         mode: LexMode,
     ) {
         if !self
             .epoch
             .as_ref()
-            .is_some_and(|e| e.matches(scope, rt, database, mode))
+            .is_some_and(|e| e.matches(scope, generation, database, mode))
         {
             self.entries.clear();
-            self.epoch = Some(Epoch::new(scope, rt, database, mode));
+            self.epoch = Some(Epoch::new(scope, generation, database, mode));
         }
         if let Some(at) = self.entries.iter().position(|(key, _)| *key == shape) {
             self.entries.remove(at);
@@ -168,7 +169,7 @@ mod tests {
 
     fn eligible(sql: &str) -> bool {
         let m = LexMode::default();
-        ShapeMemo::<(), ()>::eligible(sql.as_bytes(), &lex(sql.as_bytes(), m), m)
+        ShapeMemo::<()>::eligible(sql.as_bytes(), &lex(sql.as_bytes(), m), m)
     }
 
     #[test]
@@ -185,73 +186,63 @@ mod tests {
 
     #[test]
     fn a_shape_is_found_only_in_the_epoch_it_was_kept_in() {
-        let (scope, rt) = (Arc::new(()), Arc::new(()));
+        let (scope, rt) = (Arc::new(()), 1);
         let m = LexMode::default();
-        let mut memo = ShapeMemo::<(), ()>::default();
-        memo.insert(
-            b"shape".to_vec(),
-            analysis(),
-            &scope,
-            &rt,
-            Some("orders"),
-            m,
-        );
-        assert!(memo.get(b"shape", &scope, &rt, Some("orders"), m).is_some());
-        assert!(memo.get(b"shapf", &scope, &rt, Some("orders"), m).is_none());
-        assert!(memo.get(b"shape", &scope, &rt, Some("other"), m).is_none());
-        assert!(memo.get(b"shape", &scope, &rt, None, m).is_none());
+        let mut memo = ShapeMemo::<()>::default();
+        memo.insert(b"shape".to_vec(), analysis(), &scope, rt, Some("orders"), m);
+        assert!(memo.get(b"shape", &scope, rt, Some("orders"), m).is_some());
+        assert!(memo.get(b"shapf", &scope, rt, Some("orders"), m).is_none());
+        assert!(memo.get(b"shape", &scope, rt, Some("other"), m).is_none());
+        assert!(memo.get(b"shape", &scope, rt, None, m).is_none());
         let ansi = LexMode {
             ansi_quotes: true,
             ..m
         };
         assert!(
-            memo.get(b"shape", &scope, &rt, Some("orders"), ansi)
+            memo.get(b"shape", &scope, rt, Some("orders"), ansi)
                 .is_none()
         );
         // Another scope or configuration, even an equal one, is another epoch.
         assert!(
-            memo.get(b"shape", &Arc::new(()), &rt, Some("orders"), m)
+            memo.get(b"shape", &Arc::new(()), rt, Some("orders"), m)
                 .is_none()
         );
-        assert!(
-            memo.get(b"shape", &scope, &Arc::new(()), Some("orders"), m)
-                .is_none()
-        );
+        assert!(memo.get(b"shape", &scope, 2, Some("orders"), m).is_none());
         // Keeping a shape in a new epoch forgets the old one's.
         let narrowed = Arc::new(());
         memo.insert(
             b"other".to_vec(),
             analysis(),
             &narrowed,
-            &rt,
+            rt,
             Some("orders"),
             m,
         );
         assert!(
-            memo.get(b"shape", &narrowed, &rt, Some("orders"), m)
+            memo.get(b"shape", &narrowed, rt, Some("orders"), m)
                 .is_none()
         );
-        assert!(memo.get(b"shape", &scope, &rt, Some("orders"), m).is_none());
+        assert!(memo.get(b"shape", &scope, rt, Some("orders"), m).is_none());
         assert!(
-            memo.get(b"other", &narrowed, &rt, Some("orders"), m)
+            memo.get(b"other", &narrowed, rt, Some("orders"), m)
                 .is_some()
         );
     }
 
     #[test]
     fn the_least_recently_used_shape_goes_first() {
-        let (scope, rt) = (Arc::new(()), Arc::new(()));
+        let (scope, rt) = (Arc::new(()), 1);
         let m = LexMode::default();
-        let mut memo = ShapeMemo::<(), ()>::default();
+        let mut memo = ShapeMemo::<()>::default();
         for i in 0..CAPACITY {
-            memo.insert(vec![i as u8], analysis(), &scope, &rt, None, m);
+            memo.insert(vec![i as u8], analysis(), &scope, rt, None, m);
         }
         // Using shape 0 makes shape 1 the oldest.
-        assert!(memo.get(&[0], &scope, &rt, None, m).is_some());
-        memo.insert(vec![0xFF], analysis(), &scope, &rt, None, m);
-        assert!(memo.get(&[1], &scope, &rt, None, m).is_none());
-        assert!(memo.get(&[0], &scope, &rt, None, m).is_some());
-        assert!(memo.get(&[0xFF], &scope, &rt, None, m).is_some());
+        assert!(memo.get(&[0], &scope, rt, None, m).is_some());
+        memo.insert(vec![0xFF], analysis(), &scope, rt, None, m);
+        assert!(memo.get(&[1], &scope, rt, None, m).is_none());
+        assert!(memo.get(&[0], &scope, rt, None, m).is_some());
+        assert!(memo.get(&[0xFF], &scope, rt, None, m).is_some());
         assert_eq!(memo.entries.len(), CAPACITY);
     }
 }

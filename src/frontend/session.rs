@@ -443,7 +443,7 @@ impl Session {
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
     ) -> Option<Vec<u8>> {
-        super::memo::ShapeMemo::<Scope, Runtime>::eligible(sql, lexed, self.lex_mode).then(|| {
+        super::memo::ShapeMemo::<Scope>::eligible(sql, lexed, self.lex_mode).then(|| {
             crate::sql::shape::shape_key(sql, lexed, self.lex_mode, self.in_logical_database())
         })
     }
@@ -452,7 +452,7 @@ impl Session {
     pub(super) fn epoch(&self) -> super::memo::Epoch {
         super::memo::Epoch::new(
             &self.scope,
-            &self.rt,
+            self.rt.generation,
             self.database.as_deref(),
             self.lex_mode,
         )
@@ -462,7 +462,7 @@ impl Session {
     pub(super) fn in_epoch(&self, epoch: &super::memo::Epoch) -> bool {
         epoch.matches(
             &self.scope,
-            &self.rt,
+            self.rt.generation,
             self.database.as_deref(),
             self.lex_mode,
         )
@@ -474,7 +474,7 @@ impl Session {
         self.memo.get(
             shape,
             &self.scope,
-            &self.rt,
+            self.rt.generation,
             self.database.as_deref(),
             self.lex_mode,
         )
@@ -486,7 +486,7 @@ impl Session {
             shape,
             analysis,
             &self.scope,
-            &self.rt,
+            self.rt.generation,
             self.database.as_deref(),
             self.lex_mode,
         );
