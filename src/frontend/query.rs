@@ -156,8 +156,24 @@ impl Session {
                 .await;
         }
         self.check_database_access(sql, &lexed)?;
-        match classify(sql, &lexed.tokens, self.lex_mode) {
-            Command::Statement => self.data_statement(client, sql, &lexed, shape, more).await,
+        let command = classify(sql, &lexed.tokens, self.lex_mode);
+        self.command(client, sql, &lexed, command, shape, more)
+            .await
+    }
+
+    /// A checked statement, by what the classifier made of it (`shape`: its shape when the
+    /// session's memo may keep it).
+    async fn command(
+        &mut self,
+        client: &mut Client,
+        sql: &[u8],
+        lexed: &Lexed,
+        command: Command,
+        shape: Option<Vec<u8>>,
+        more: bool,
+    ) -> Result<(), ProxyError> {
+        match command {
+            Command::Statement => self.data_statement(client, sql, lexed, shape, more).await,
             Command::Begin => self.begin(client, sql, more).await,
             Command::Commit => self.finish(client, b"COMMIT", more).await,
             Command::Rollback => self.finish(client, b"ROLLBACK", more).await,
@@ -172,7 +188,7 @@ impl Session {
             }
             Command::Set(items) => {
                 let limit = self.control_timeout();
-                let result = within(limit, self.set(client, sql, &lexed, &items, more)).await;
+                let result = within(limit, self.set(client, sql, lexed, &items, more)).await;
                 self.after_timeout(&result);
                 result
             }
@@ -206,7 +222,7 @@ impl Session {
                 database,
                 names_in_rows,
             } => {
-                self.table_info(client, sql, &lexed, table, database, names_in_rows, more)
+                self.table_info(client, sql, lexed, table, database, names_in_rows, more)
                     .await
             }
             Command::Xa => Err(ProxyError::not_yet("XA transactions")),

@@ -14,13 +14,18 @@ fn scope() -> Scope {
 }
 
 fn check(sql: &str) -> Result<(), (u16, String)> {
+    check_in(sql, None)
+}
+
+/// [`check`] with `current` as the session's database.
+fn check_in(sql: &str, current: Option<&str>) -> Result<(), (u16, String)> {
     let lexed = lex(sql.as_bytes(), LexMode::default());
     check_statement(
         &scope(),
         sql.as_bytes(),
         &lexed.tokens,
         LexMode::default(),
-        None,
+        current,
     )
     .map_err(|e| {
         let (code, _, message) = e.to_packet_parts();
@@ -235,17 +240,8 @@ fn a_known_database_outside_the_scope_is_refused_wherever_its_name_stands() {
 
 #[test]
 fn with_information_schema_current_a_refused_view_is_refused_anywhere() {
-    let lexed_check = |sql: &str| {
-        let lexed = lex(sql.as_bytes(), LexMode::default());
-        check_statement(
-            &scope(),
-            sql.as_bytes(),
-            &lexed.tokens,
-            LexMode::default(),
-            Some("information_schema"),
-        )
-        .map_err(|e| e.to_packet_parts().0)
-    };
+    let lexed_check =
+        |sql: &str| check_in(sql, Some("information_schema")).map_err(|(code, _)| code);
     for sql in [
         "SELECT COUNT(*) FROM { OJ routines LEFT OUTER JOIN tables ON 1 = 0 }",
         "SELECT COUNT(*) FROM tables value, routines",
