@@ -205,8 +205,6 @@ impl Transaction {
         }
     }
 
-    /// Applies the session's variables and database to a connection, and joins it to the
-    /// open transaction.
     /// Whether [`Transaction::prepare`] has nothing to send on `conn`: its variables and
     /// database are the session's, and no transaction or savepoint is to be opened there.
     /// The usual case, decided without a timer or a future.
@@ -219,6 +217,8 @@ impl Transaction {
                 .is_none_or(|db| conn.state.database.as_deref() == Some(db))
     }
 
+    /// Applies the session's variables and database to a connection, and joins it to the
+    /// open transaction.
     async fn prepare(
         &self,
         conn: &mut BackendConn,

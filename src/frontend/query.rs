@@ -152,7 +152,7 @@ impl Session {
             // check in this epoch: their answers would be the same (`super::memo`).
             self.check_name_bytes(sql, &lexed)?;
             return self
-                .known_data_statement(client, sql, &lexed, analysis, more)
+                .run_data(client, sql, &lexed, &[], analysis, more)
                 .await;
         }
         self.check_database_access(sql, &lexed)?;

@@ -104,34 +104,35 @@ impl Session {
                 .catalog_statement(client, sql, lexed, &refs, more)
                 .await;
         }
-        let statement = match shape {
+        let analysis = match shape {
             Some(shape) if prefix.is_empty() => {
-                let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
-                let (analysis, cacheable) = self.analysis_of_shape(sql, lexed, shape.clone())?;
-                if cacheable {
+                let (analysis, shared) = self.analysis_of_shape(sql, lexed, &shape)?;
+                if shared {
                     self.memo_insert(shape, analysis.clone());
                 }
-                self.prepared(sql, lexed, prefix, &[], hints, analysis)
-                    .await?
+                analysis
             }
-            _ => self.prepare_data(sql, lexed, prefix, &[]).await?,
+            _ => self.analysis(sql, lexed)?,
         };
-        let plan = self.plan(&statement, false).await?;
-        self.execute(client, &plan, &statement, None, more).await
+        self.run_data(client, sql, lexed, prefix, analysis, more)
+            .await
     }
 
-    /// Runs a data statement whose shape the session's memo holds, with the analysis kept
-    /// there: the checks that shape passed are not run again ([`super::memo`]).
-    pub(super) async fn known_data_statement(
+    /// Plans, runs and answers a data statement with its analysis (from the session's memo
+    /// when its shape is there: [`super::memo`]).
+    pub(super) async fn run_data(
         &mut self,
         client: &mut Client,
         sql: &[u8],
         lexed: &Lexed,
+        prefix: &[u8],
         analysis: Arc<Analysis>,
         more: bool,
     ) -> Result<(), ProxyError> {
         let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
-        let statement = self.prepared(sql, lexed, &[], &[], hints, analysis).await?;
+        let statement = self
+            .prepared(sql, lexed, prefix, &[], hints, analysis)
+            .await?;
         let plan = self.plan(&statement, false).await?;
         self.execute(client, &plan, &statement, None, more).await
     }
@@ -510,7 +511,7 @@ impl Session {
     pub(super) fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
         let db_is_logical = self.in_logical_database();
         let key = shape_key(sql, lexed, self.lex_mode, db_is_logical);
-        self.analysis_of_shape(sql, lexed, key).map(|(a, _)| a)
+        self.analysis_of_shape(sql, lexed, &key).map(|(a, _)| a)
     }
 
     /// [`Session::analysis`] of a statement whose shape is `key`
@@ -520,9 +521,9 @@ impl Session {
         &self,
         sql: &[u8],
         lexed: &Lexed,
-        key: Vec<u8>,
+        key: &[u8],
     ) -> Result<(Arc<Analysis>, bool), ProxyError> {
-        if let Some(a) = self.rt.analyses.get(&key) {
+        if let Some(a) = self.rt.analyses.get(key) {
             return Ok((a, true));
         }
         let cx = self.analyze_context();
@@ -530,7 +531,7 @@ impl Session {
             Ok(analyzed) => {
                 let analysis = Arc::new(analyzed.analysis);
                 if analyzed.cacheable {
-                    self.rt.analyses.insert(key, analysis.clone());
+                    self.rt.analyses.insert(key.to_vec(), analysis.clone());
                 }
                 Ok((analysis, analyzed.cacheable))
             }
