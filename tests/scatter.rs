@@ -592,6 +592,37 @@ async fn max_fan_out_bounds_the_backend_connections_of_one_scatter() {
 }
 
 #[tokio::test]
+async fn a_scatter_over_more_shards_than_its_pool_opens_takes_turns_on_its_connections() {
+    // ds0 holds ten shards and may open three connections: one connection per shard at
+    // once would wait for the ones the scatter holds itself, until the checkout timeout.
+    let mut config = config();
+    config.datasources[0].pool_size = 3;
+    config.datasources[0].checkout_timeout = std::time::Duration::from_secs(2);
+    let h = Harness::start_with(config).await;
+    let mut c = h.client().await;
+    let mut r = reference().await;
+    for sql in [
+        format!(
+            "SELECT order_id, amount FROM t_order WHERE {SEEDED} ORDER BY amount DESC, order_id LIMIT 30"
+        ),
+        format!(
+            "SELECT region, COUNT(*) FROM t_order WHERE {SEEDED} GROUP BY region ORDER BY region"
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let got = rows(&mut c, &sql).await;
+        assert_same_rows(&got, &rows(&mut r, &sql).await, &sql);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{sql}: {:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(open_connections(&h), (3, 10));
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_scatter_in_a_transaction_sees_its_own_uncommitted_rows_in_order() {
     let h = Harness::start().await;
     let mut c = h.client().await;

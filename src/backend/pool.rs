@@ -230,6 +230,15 @@ impl Pools {
         })
     }
 
+    /// How many connections the pool of `datasource` may open (`pool_size`): a plan that
+    /// takes several connections of one datasource at once (a scatter) takes no more, or it
+    /// would wait for the ones it holds itself until the checkout timeout.
+    pub fn capacity(&self, datasource: DatasourceId, found_rows: bool) -> usize {
+        self.pools
+            .get(slot(datasource, found_rows))
+            .map_or(1, |p| p.built_from.0.pool_size as usize)
+    }
+
     /// Checkout wait times in seconds, labelled by datasource (`/metrics`).
     pub fn waits(&self) -> &WaitHistograms {
         &self.waits

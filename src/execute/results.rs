@@ -207,8 +207,9 @@ impl<'c, 'p> Results<'c, 'p> {
         Ok(lanes)
     }
 
-    /// Fresh connections, one per step up to `fan_out` (at least one per datasource);
-    /// beyond it a lane takes several steps of its datasource.
+    /// Fresh connections, one per step up to `fan_out` (at least one per datasource) and
+    /// up to each datasource's `pool_size`; beyond them a lane takes several steps of its
+    /// datasource.
     async fn owned_lanes(
         plan: &Plan,
         txn: &Transaction,
@@ -226,8 +227,12 @@ impl<'c, 'p> Results<'c, 'p> {
         let budget = fan_out.min(total).max(by_ds.len());
         let mut plans: Vec<(DatasourceId, Vec<usize>)> = Vec::new();
         for (ds, steps) in by_ds {
-            // This datasource's share of the connections, at least one.
-            let share = ((steps.len() * budget) / total).max(1).min(steps.len());
+            // This datasource's share of the connections, at least one, and no more than
+            // its pool can open.
+            let share = ((steps.len() * budget) / total)
+                .max(1)
+                .min(steps.len())
+                .min(wants.pools.capacity(ds, wants.found_rows));
             let per = steps.len().div_ceil(share);
             for chunk in steps.chunks(per) {
                 plans.push((ds, chunk.to_vec()));
