@@ -279,7 +279,7 @@ impl moka::Expiry<(u64, u64), CachedRoute> for AnswerExpiry {
 /// statement learnt is written when it runs ([`RouteCache::fill`]).
 #[derive(Clone)]
 pub struct RouteCache {
-    cache: moka::future::Cache<(u64, u64), CachedRoute>,
+    cache: moka::sync::Cache<(u64, u64), CachedRoute>,
     version: u64,
 }
 
@@ -287,7 +287,7 @@ impl RouteCache {
     /// A cache sized and timed by the configuration.
     pub fn new(config: &Config) -> Self {
         Self {
-            cache: moka::future::Cache::builder()
+            cache: moka::sync::Cache::builder()
                 .max_capacity(config.cache.capacity)
                 .expire_after(AnswerExpiry {
                     ttl: config.cache.ttl,
@@ -307,12 +307,12 @@ impl RouteCache {
     }
 
     /// What the cache holds for `order_id`, without changing it.
-    pub async fn peek(&self, order_id: u64) -> Option<CachedRoute> {
-        self.cache.get(&(self.version, order_id)).await
+    pub fn peek(&self, order_id: u64) -> Option<CachedRoute> {
+        self.cache.get(&(self.version, order_id))
     }
 
     /// Records what is known of `order_id` now.
-    pub async fn fill(&self, order_id: u64, route: CachedRoute) {
-        self.cache.insert((self.version, order_id), route).await;
+    pub fn fill(&self, order_id: u64, route: CachedRoute) {
+        self.cache.insert((self.version, order_id), route);
     }
 }

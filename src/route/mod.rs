@@ -334,7 +334,7 @@ impl<I: IndexTable> Router<I> {
     /// the in-process cache, else the shared tier ([`Layer::Cache`]), else the index table
     /// ([`Layer::Index`]). Nothing is written: the answers go to `fx`.
     async fn lookup(&self, id: u64, fx: &mut Effects) -> Result<(CachedRoute, Layer), ProxyError> {
-        if let Some(known) = self.cache.peek(id).await {
+        if let Some(known) = self.cache.peek(id) {
             return Ok((known, Layer::Cache));
         }
         if let Some(shared) = &self.shared {
@@ -390,7 +390,7 @@ impl<I: IndexTable> Router<I> {
             self.stats.count_lookup(*result, *took);
         }
         for (id, known) in &fx.cache_fills {
-            self.cache.fill(*id, *known).await;
+            self.cache.fill(*id, *known);
         }
         if let Some(shared) = &self.shared {
             for outcome in &fx.shared_lookups {
@@ -408,12 +408,12 @@ impl<I: IndexTable> Router<I> {
     pub async fn learn_from_probe(&self, id: u64, channel: Option<ChannelId>) {
         match channel {
             Some(channel) => {
-                self.cache.fill(id, CachedRoute::Channel(channel)).await;
+                self.cache.fill(id, CachedRoute::Channel(channel));
                 if let Some(shared) = &self.shared {
                     shared.put(id, channel);
                 }
             }
-            None => self.cache.fill(id, CachedRoute::Nowhere).await,
+            None => self.cache.fill(id, CachedRoute::Nowhere),
         }
     }
 
@@ -424,7 +424,7 @@ impl<I: IndexTable> Router<I> {
         let stored = self.index.insert(id, name).await?;
         match self.config.channel_by_name(&stored) {
             Some(c) if c == channel => {
-                self.cache.fill(id, CachedRoute::Channel(channel)).await;
+                self.cache.fill(id, CachedRoute::Channel(channel));
                 if let Some(shared) = &self.shared {
                     shared.put(id, channel);
                 }
