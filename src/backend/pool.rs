@@ -30,26 +30,30 @@ pub struct BackendManager {
 }
 
 impl ManageConnection for BackendManager {
-    type Connection = BackendConn;
+    /// Boxed: a checkout moves the connection several times (out of the pool, into the
+    /// session's map of held connections, back), and a pointer moves cheaper than the
+    /// connection's few hundred bytes.
+    type Connection = Box<BackendConn>;
     type Error = ProxyError;
 
-    async fn connect(&self) -> Result<BackendConn, ProxyError> {
+    async fn connect(&self) -> Result<Box<BackendConn>, ProxyError> {
         let (ds, id) = (&self.datasource, self.id);
-        match &self.tls {
+        let conn = match &self.tls {
             Ok(tls) => {
                 BackendConn::connect_with(ds, id, self.found_rows, self.max_packet, tls.as_ref())
                     .await
             }
             // Builds it again, to report its error as a connect error.
             Err(_) => BackendConn::connect(ds, id, self.found_rows, self.max_packet).await,
-        }
+        };
+        conn.map(Box::new)
     }
 
-    async fn is_valid(&self, conn: &mut BackendConn) -> Result<(), ProxyError> {
+    async fn is_valid(&self, conn: &mut Box<BackendConn>) -> Result<(), ProxyError> {
         conn.ping(self.datasource.connect_timeout).await
     }
 
-    fn has_broken(&self, conn: &mut BackendConn) -> bool {
+    fn has_broken(&self, conn: &mut Box<BackendConn>) -> bool {
         // A connection dropped inside a transaction (its session was aborted) is closed,
         // which rolls the transaction back, rather than handed to another session.
         conn.is_broken() || conn.in_transaction()

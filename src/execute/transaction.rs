@@ -117,7 +117,7 @@ impl Transaction {
 
     /// The held connection to `ds`.
     pub fn held_mut(&mut self, ds: DatasourceId) -> Option<&mut BackendConn> {
-        self.held.get_mut(&ds).map(|c| &mut **c)
+        self.held.get_mut(&ds).map(|c| &mut ***c)
     }
 
     /// Every held connection, by datasource.
