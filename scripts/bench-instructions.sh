@@ -6,7 +6,15 @@
 # the counters are zeroed, then --events statements are counted. User-space instructions of
 # the whole process (tokio, the allocator, libc included), not the kernel's.
 #
-#   scripts/bench-instructions.sh [--events 2000] [--modes text,prepared] [BINARY ...]
+# With --syscalls, the proxy runs under `strace -f -c` instead and the table gives the system
+# calls per statement, in all and by name (wake-ups between threads show as futex and eventfd
+# writes, waits as epoll_wait); --clients runs that many sysbench threads.
+#
+#   scripts/bench-instructions.sh [--events 2000] [--modes text,prepared] [--syscalls]
+#                                 [--clients 1] [--ids new|legacy] [BINARY ...]
+#
+# --ids legacy reads the sandbox's legacy order ids (routed by the cache) instead of
+# new-format ones (routed by decoding the id).
 #
 # BINARY defaults to target/release/routekey-proxy (built here). Starts the sandbox if it is
 # down (and leaves it up); installs valgrind and sysbench (apt-get) when missing. Each proxy
@@ -19,15 +27,21 @@ case "$sandbox" in /*) ;; *) sandbox="$repo/$sandbox" ;; esac
 ds0_port="${ROUTEKEY_DS0_PORT:-33061}"
 events=2000
 modes=text,prepared
+syscalls=
+clients=1
+ids=new
 binaries=()
 while (( $# )); do
     case "$1" in
         --events) events="$2"; shift 2 ;;
         --modes) modes="$2"; shift 2 ;;
+        --syscalls) syscalls=1; shift ;;
+        --clients) clients="$2"; shift 2 ;;
+        --ids) ids="$2"; shift 2 ;;
         *) binaries+=("$1"); shift ;;
     esac
 done
-for tool in valgrind:valgrind sysbench:sysbench; do
+for tool in valgrind:valgrind sysbench:sysbench strace:strace; do
     if ! command -v "${tool%%:*}" >/dev/null 2>&1; then
         echo "bench-instructions: installing ${tool##*:} (apt-get)" >&2
         apt-get update -qq >/dev/null
@@ -46,14 +60,17 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-python3 - "$sandbox" "$ds0_port" "$work/ids.txt" <<'EOF'
+python3 - "$sandbox" "$ds0_port" "$work/ids.txt" "$ids" <<'EOF'
 import sys
 from pathlib import Path
 sys.path.insert(0, "scripts/bench")
 import bench
-bench.ids_file(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
+bench.ids_file(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])
 EOF
 config="$(scripts/demo-config.sh)"
+# A connection for every client up to 128 (--clients), unless the environment sets pool_size.
+export ROUTEKEY_DATASOURCES__DS0__POOL_SIZE="${ROUTEKEY_DATASOURCES__DS0__POOL_SIZE:-128}"
+export ROUTEKEY_DATASOURCES__DS1__POOL_SIZE="${ROUTEKEY_DATASOURCES__DS1__POOL_SIZE:-128}"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 
 sysbench_run() { # mode events
@@ -61,10 +78,53 @@ sysbench_run() { # mode events
     [[ "$1" == prepared ]] && ps=on
     sysbench scripts/bench/point_select.lua --ids-file="$work/ids.txt" --ps="$ps" \
         --db-driver=mysql --mysql-ssl=off --mysql-user=app --mysql-password=app \
-        --mysql-db=orders --logical-table=t_order --threads=1 --events="$2" --time=0 \
+        --mysql-db=orders --logical-table=t_order --threads="$clients" --events="$2" --time=0 \
         --mysql-host=127.0.0.1 --mysql-port="$port" run > "$work/sysbench.out" 2>&1 \
         || { cat "$work/sysbench.out" >&2; exit 1; }
 }
+
+# The proxy under strace, counting; --events statements after a warm-up.
+count_syscalls() { # binary mode
+    "$1" --config "$config" --listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0 \
+        > "$work/proxy.log" 2>&1 &
+    proxy_pid=$!
+    for _ in $(seq 240); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        sleep 0.5
+    done
+    sysbench_run "$2" 300
+    strace -f -c -p "$proxy_pid" -o "$work/strace.out" 2>/dev/null &
+    local strace_pid=$!
+    sleep 1
+    sysbench_run "$2" "$events"
+    kill -INT "$strace_pid"
+    wait "$strace_pid" 2>/dev/null || true
+    kill -9 "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+    proxy_pid=
+    # "% time seconds usecs/call calls [errors] syscall" rows; the last field is the name.
+    gawk -v n="$events" -v bin="$1" -v mode="$2" '
+        $1 ~ /^[0-9.]+$/ && $NF != "total" { calls[$NF] = $4; all += $4 }
+        END {
+            by = ""
+            PROCINFO["sorted_in"] = "@val_num_desc"
+            for (c in calls) if (calls[c] / n >= 0.05) by = by sprintf("%s %.2f, ", c, calls[c] / n)
+            printf "| %s | %s | %.2f | %s |\n", bin, mode, all / n, substr(by, 1, length(by) - 2)
+        }' "$work/strace.out"
+}
+
+if [[ -n "$syscalls" ]]; then
+    command -v gawk >/dev/null 2>&1 || { apt-get update -qq >/dev/null; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gawk >/dev/null; }
+    echo "| binary | mode | system calls per statement | by name (0.05 and more) |"
+    echo "|---|---|---|---|"
+    for binary in "${binaries[@]}"; do
+        IFS=, read -ra mode_list <<< "$modes"
+        for mode in "${mode_list[@]}"; do
+            count_syscalls "$binary" "$mode"
+        done
+    done
+    exit 0
+fi
 
 echo "| binary | mode | instructions per statement |"
 echo "|---|---|---|"

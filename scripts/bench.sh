@@ -6,10 +6,12 @@
 # output folder (default .sandbox/bench-run).
 #
 #   scripts/bench.sh [--clients 1,4,16,64] [--modes text,prepared] [--reps 5] [--seconds 10]
-#                    [--warmup 3] [--socket] [--proxy-cpus LIST] [--out DIR]
+#                    [--warmup 3] [--socket] [--proxy-cpus LIST] [--pool-size N] [--out DIR]
 #
 # --proxy-cpus 0 pins routekey-proxy and ProxySQL to CPU 0 (taskset); routekey-proxy then
 # runs one worker thread, as server.worker_threads follows the CPUs the process may use.
+# --pool-size N sets routekey-proxy's pool_size for each datasource (default: the demo
+# configuration's 32; ProxySQL may open up to 1,000 backend connections).
 #
 # Starts the sandbox if it is down (and leaves it up), its own release proxy, and ProxySQL
 # (../shared/peers/proxysql.sh); stops both at exit. Installs sysbench (apt-get) and

@@ -151,7 +151,10 @@ def start_routekey(args, run_dir, name="routekey", binary=None, extra_env=None):
     ).stdout.strip()
     log = open(run_dir / f"{name}.log", "w")
     sock = run_dir / f"{name}.sock"
-    env = dict(os.environ, **(extra_env or {}))
+    # --pool-size for every routekey-proxy target (a variant's own setting wins).
+    pools = {f"ROUTEKEY_DATASOURCES__{ds}__POOL_SIZE": str(args.pool_size)
+             for ds in ("DS0", "DS1") if args.pool_size}
+    env = dict(os.environ, **pools, **(extra_env or {}))
     if args.socket:
         env["ROUTEKEY_SERVER__SOCKET"] = str(sock)
     cmd = [str(binary or args.proxy), "--config", config, "--listen", f"127.0.0.1:{port}",
@@ -289,6 +292,9 @@ def main():
                    help="NAME=PATH[,KEY=VALUE...]: another proxy binary or environment, "
                         "measured beside the others (experiments)")
     p.add_argument("--no-peer", action="store_true", help="leave ProxySQL out")
+    p.add_argument("--pool-size", type=int,
+                   help="routekey-proxy's pool_size for each datasource (default: the demo "
+                        "configuration's 32; ProxySQL may open up to 1,000)")
     p.add_argument("--ids", choices=["new", "legacy"], default="new",
                    help="which seeded order ids the point selects read")
     args = p.parse_args()
@@ -341,6 +347,7 @@ def main():
     header = (f"{args.reps} interleaved repetitions of {args.seconds} s, {count} {args.ids}-format "
               f"order ids on ds0, "
               f"{os.cpu_count()} CPUs, proxies on CPUs {args.proxy_cpus or 'all'}, "
+              f"routekey pool_size {args.pool_size or 'as configured'}, "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     (run_dir / "summary.md").write_text(header + "\n\n" + text + "\n")
     print(header)
