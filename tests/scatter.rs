@@ -623,6 +623,73 @@ async fn a_scatter_over_more_shards_than_its_pool_opens_takes_turns_on_its_conne
 }
 
 #[tokio::test]
+async fn a_scatter_runs_on_the_connections_a_busy_small_pool_has_left() {
+    // Two connections per datasource; another session's transaction holds one of each.
+    let mut config = config();
+    for ds in config.datasources.iter_mut() {
+        ds.pool_size = 2;
+        ds.checkout_timeout = std::time::Duration::from_secs(2);
+    }
+    let h = Harness::start_with(config).await;
+    let s = seed();
+    let mut holder = h.client().await;
+    exec(&mut holder, "BEGIN").await;
+    for id in [
+        s.channels["EU_CHANNEL"].new_format_ids[0],
+        s.channels["CORP_CHANNEL"].new_format_ids[0],
+    ] {
+        let _ = rows(
+            &mut holder,
+            &format!("SELECT order_id FROM t_order WHERE order_id = {id}"),
+        )
+        .await;
+    }
+    let mut c = h.client().await;
+    let mut r = reference().await;
+    let sql = format!(
+        "SELECT region, COUNT(*) FROM t_order WHERE {SEEDED} GROUP BY region ORDER BY region"
+    );
+    let started = std::time::Instant::now();
+    assert_same_rows(&rows(&mut c, &sql).await, &rows(&mut r, &sql).await, &sql);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    exec(&mut holder, "COMMIT").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_scatters_on_one_connection_per_datasource_take_turns() {
+    // Each scatter needs both datasources; taking them in any order, two scatters could
+    // each hold one and wait for the other's until the checkout timeout.
+    let mut config = config();
+    for ds in config.datasources.iter_mut() {
+        ds.pool_size = 1;
+        ds.checkout_timeout = std::time::Duration::from_secs(5);
+    }
+    let h = Harness::start_with(config).await;
+    let mut r = reference().await;
+    let sql = format!("SELECT COUNT(*), SUM(amount) FROM t_order WHERE {SEEDED}");
+    let want = rows(&mut r, &sql).await;
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let (opts, sql, want) = (h.opts(), sql.clone(), want.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = mysql_async::Conn::new(opts).await.unwrap();
+            for _ in 0..15 {
+                assert_same_rows(&rows(&mut c, &sql).await, &want, &sql);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_scatter_in_a_transaction_sees_its_own_uncommitted_rows_in_order() {
     let h = Harness::start().await;
     let mut c = h.client().await;

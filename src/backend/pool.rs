@@ -243,6 +243,16 @@ impl Pools {
             .map_or(1, |p| p.built_from.0.pool_size as usize)
     }
 
+    /// How many checkouts from the pool of `datasource` would not wait for another
+    /// session's connection now: the idle connections, and the ones it may still open.
+    pub fn available(&self, datasource: DatasourceId, found_rows: bool) -> usize {
+        self.pools.get(slot(datasource, found_rows)).map_or(0, |p| {
+            let state = p.pool.state();
+            let room = p.built_from.0.pool_size.saturating_sub(state.connections);
+            (state.idle_connections + room) as usize
+        })
+    }
+
     /// Checkout wait times in seconds, labelled by datasource (`/metrics`).
     pub fn waits(&self) -> &WaitHistograms {
         &self.waits

@@ -134,6 +134,23 @@ pub struct Results<'c, 'p> {
     pub insert_id_set: Option<u64>,
 }
 
+/// One more connection to `ds` for a scatter that holds one already (asked for only as
+/// many times as the pool has connections to give), within the datasource's
+/// `connect_timeout`: `None` when the wait runs out (another session took it; the
+/// scatter's other lanes take the steps) or the connection fails (the first one of the
+/// datasource worked; the error is logged).
+async fn spare(txn: &Transaction, ds: DatasourceId, wants: &Wants<'_>) -> Option<PooledConn> {
+    let wait = wants.config.datasource(ds).connect_timeout;
+    match tokio::time::timeout(wait, txn.fresh(ds, wants)).await {
+        Ok(Ok(conn)) => Some(conn),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "a scatter runs without a spare connection");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
 impl<'c, 'p> Results<'c, 'p> {
     /// Takes the connections the plan's steps need and sends the first step of each lane.
     /// `parallel`: steps may run on fresh connections of their own (outside a
@@ -210,6 +227,12 @@ impl<'c, 'p> Results<'c, 'p> {
     /// Fresh connections, one per step up to `fan_out` (at least one per datasource) and
     /// up to each datasource's `pool_size`; beyond them a lane takes several steps of its
     /// datasource.
+    ///
+    /// The first connection of each datasource is waited for like any checkout, in
+    /// datasource order, so two scatters never each hold what the other waits for. The
+    /// others are only taken as the pool has them to give ([`spare`]): a scatter on a
+    /// busy or small pool runs on fewer connections instead of waiting for more while it
+    /// holds some.
     async fn owned_lanes(
         plan: &Plan,
         txn: &Transaction,
@@ -223,9 +246,10 @@ impl<'c, 'p> Results<'c, 'p> {
                 None => by_ds.push((step.datasource, vec![i])),
             }
         }
+        by_ds.sort_by_key(|(ds, _)| *ds);
         let total = plan.steps.len();
         let budget = fan_out.min(total).max(by_ds.len());
-        let mut plans: Vec<(DatasourceId, Vec<usize>)> = Vec::new();
+        let mut lanes = Vec::new();
         for (ds, steps) in by_ds {
             // This datasource's share of the connections, at least one, and no more than
             // its pool can open.
@@ -233,21 +257,24 @@ impl<'c, 'p> Results<'c, 'p> {
                 .max(1)
                 .min(steps.len())
                 .min(wants.pools.capacity(ds, wants.found_rows));
-            let per = steps.len().div_ceil(share);
-            for chunk in steps.chunks(per) {
-                plans.push((ds, chunk.to_vec()));
+            let mut conns = vec![txn.fresh(ds, wants).await?];
+            let spares = (share - 1).min(wants.pools.available(ds, wants.found_rows));
+            let more = (0..spares).map(|_| spare(txn, ds, wants));
+            conns.extend(
+                futures_util::future::join_all(more)
+                    .await
+                    .into_iter()
+                    .flatten(),
+            );
+            let per = steps.len().div_ceil(conns.len());
+            for (chunk, conn) in steps.chunks(per).zip(conns) {
+                lanes.push(Lane {
+                    datasource: ds,
+                    conn: LaneConn::Owned(Box::new(conn)),
+                    steps: chunk.to_vec(),
+                    next: 0,
+                });
             }
-        }
-        let conns =
-            futures_util::future::join_all(plans.iter().map(|(ds, _)| txn.fresh(*ds, wants))).await;
-        let mut lanes = Vec::with_capacity(plans.len());
-        for ((ds, steps), conn) in plans.into_iter().zip(conns) {
-            lanes.push(Lane {
-                datasource: ds,
-                conn: LaneConn::Owned(Box::new(conn?)),
-                steps,
-                next: 0,
-            });
         }
         lanes.sort_by_key(|l| l.steps[0]);
         Ok(lanes)
