@@ -16,8 +16,11 @@
 # --ids legacy reads the sandbox's legacy order ids (routed by the cache) instead of
 # new-format ones (routed by decoding the id).
 #
-# BINARY defaults to target/release/routekey-proxy (built here). Starts the sandbox if it is
-# down (and leaves it up); installs valgrind and sysbench (apt-get) when missing. Each proxy
+# BINARY defaults to target/release/routekey-proxy, built here first (a few minutes on a
+# fresh clone, without output). The proxy gets pool_size 128 per datasource unless the
+# environment sets it (ROUTEKEY_DATASOURCES__DS0__POOL_SIZE), so --clients never waits for a
+# connection. Starts the sandbox if it is down (and leaves it up); installs valgrind,
+# sysbench, strace and gawk (apt-get) when missing. Each proxy
 # gets its own port and is stopped before the next starts. Benchmarks only: never run by tests.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"

@@ -7,6 +7,10 @@
 #
 #   scripts/bench.sh [--clients 1,4,16,64] [--modes text,prepared] [--reps 5] [--seconds 10]
 #                    [--warmup 3] [--socket] [--proxy-cpus LIST] [--pool-size N] [--out DIR]
+#                    [--ids new|legacy] [--no-peer] [--variant NAME=BINARY[,ENV=VALUE...]]
+#
+# --no-peer leaves ProxySQL out. --variant measures another build, or the same build with
+# other environment settings (IDS=legacy gives it legacy ids), as a target of its own.
 #
 # --proxy-cpus 0 pins routekey-proxy and ProxySQL to CPU 0 (taskset); routekey-proxy then
 # runs one worker thread, as server.worker_threads follows the CPUs the process may use.
