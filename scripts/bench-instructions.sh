@@ -11,7 +11,10 @@
 # writes, waits as epoll_wait); --clients runs that many sysbench threads.
 #
 #   scripts/bench-instructions.sh [--events 2000] [--modes text,prepared] [--syscalls]
-#                                 [--clients 1] [--ids new|legacy] [BINARY ...]
+#                                 [--clients 1] [--ids new|legacy] [--keep DIR] [BINARY ...]
+#
+# --keep DIR copies each counted callgrind profile to DIR/callgrind.BINARY.MODE.out, for
+# `callgrind_annotate --inclusive=yes` or `--tree=caller`.
 #
 # --ids legacy reads the sandbox's legacy order ids (routed by the cache) instead of
 # new-format ones (routed by decoding the id).
@@ -33,6 +36,7 @@ modes=text,prepared
 syscalls=
 clients=1
 ids=new
+keep=
 binaries=()
 while (( $# )); do
     case "$1" in
@@ -41,6 +45,7 @@ while (( $# )); do
         --syscalls) syscalls=1; shift ;;
         --clients) clients="$2"; shift 2 ;;
         --ids) ids="$2"; shift 2 ;;
+        --keep) keep="$2"; shift 2 ;;
         *) binaries+=("$1"); shift ;;
     esac
 done
@@ -149,6 +154,10 @@ for binary in "${binaries[@]}"; do
         callgrind_control -d "$proxy_pid" >/dev/null 2>&1
         sleep 1
         total=$(grep -h '^summary:' "$work"/callgrind.out."$proxy_pid".1 | awk '{print $2}')
+        if [[ -n "$keep" ]]; then
+            mkdir -p "$keep"
+            cp "$work"/callgrind.out."$proxy_pid".1 "$keep/callgrind.$(basename "$binary").$mode.out"
+        fi
         kill -9 "$proxy_pid" 2>/dev/null || true
         wait "$proxy_pid" 2>/dev/null || true
         proxy_pid=
