@@ -9,10 +9,10 @@
 //! applied first, only what differs; a connection carrying variables the session did not
 //! set is reset first.
 
-use std::collections::BTreeMap;
+use litemap::LiteMap;
 use std::time::Duration;
 
-use crate::backend::{BackendConn, PooledConn, Pools};
+use crate::backend::{BackendConn, PooledConn, Pools, vars::SessionVars};
 use crate::config::{Config, DatasourceId};
 use crate::error::ProxyError;
 use crate::rewrite::quote_ident;
@@ -25,7 +25,7 @@ pub struct Wants<'a> {
     /// Its pools.
     pub pools: &'a Pools,
     /// Session variables as SQL literals (user variables under `@name`).
-    pub vars: &'a BTreeMap<String, Vec<u8>>,
+    pub vars: &'a SessionVars,
     /// The database the default datasource's connections select: the session's own when
     /// it is not the logical database (`None`: the datasource's configured one).
     pub database: Option<&'a str>,
@@ -52,7 +52,10 @@ const IDLE_PROBE_AFTER: Duration = Duration::ZERO;
 /// The connections a session holds and the transaction they carry.
 #[derive(Default)]
 pub struct Transaction {
-    held: BTreeMap<DatasourceId, PooledConn>,
+    /// By datasource, in order: a sorted vector (one or two entries as a rule), whose
+    /// storage stays with the session, so holding a connection for a statement allocates
+    /// nothing.
+    held: LiteMap<DatasourceId, PooledConn>,
     /// The `BEGIN`/`START TRANSACTION` text, replayed on each datasource that joins.
     begin: Option<Vec<u8>>,
     /// `SET TRANSACTION ...` for the next transaction only.
@@ -178,7 +181,7 @@ impl Transaction {
                 }
                 continue;
             }
-            if self.prepared_already(&conn, ds, wants) {
+            if self.prepared_already(&mut conn, ds, wants) {
                 return Ok(conn);
             }
             let prepared = tokio::time::timeout(
@@ -208,7 +211,12 @@ impl Transaction {
     /// Whether [`Transaction::prepare`] has nothing to send on `conn`: its variables and
     /// database are the session's, and no transaction or savepoint is to be opened there.
     /// The usual case, decided without a timer or a future.
-    fn prepared_already(&self, conn: &BackendConn, ds: DatasourceId, wants: &Wants<'_>) -> bool {
+    fn prepared_already(
+        &self,
+        conn: &mut BackendConn,
+        ds: DatasourceId,
+        wants: &Wants<'_>,
+    ) -> bool {
         conn.has_vars(wants.vars)
             && self.begin.is_none()
             && (self.savepoints.is_empty() || (!self.in_transaction() && wants.autocommit))
@@ -251,8 +259,8 @@ impl Transaction {
     }
 
     /// Brings every held connection to the session's variables (after a `SET`).
-    pub async fn sync_held(&mut self, vars: &BTreeMap<String, Vec<u8>>) -> Result<(), ProxyError> {
-        for conn in self.held.values_mut() {
+    pub async fn sync_held(&mut self, vars: &SessionVars) -> Result<(), ProxyError> {
+        for (_, conn) in self.held.iter_mut() {
             conn.apply_vars(vars).await?;
         }
         Ok(())
@@ -342,7 +350,7 @@ impl Transaction {
 
     /// Runs `sql` on every held connection (savepoint statements, `UNLOCK TABLES`).
     pub async fn on_every_held(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
-        for conn in self.held.values_mut() {
+        for (_, conn) in self.held.iter_mut() {
             conn.execute(sql).await?;
         }
         Ok(())

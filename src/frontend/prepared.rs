@@ -98,7 +98,8 @@ impl PreparedStatement {
 /// The session's prepared statements.
 #[derive(Default)]
 pub struct Statements {
-    by_id: HashMap<u32, PreparedStatement>,
+    /// By the id the proxy gave (foldhash: looked up at every execution).
+    by_id: HashMap<u32, PreparedStatement, foldhash::fast::RandomState>,
     next_id: u32,
 }
 

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
 
-use crate::backend::{BackendConn, Diagnostic, vars::CHARSET_VARS};
+use crate::backend::{
+    BackendConn, Diagnostic,
+    vars::{CHARSET_VARS, SessionVars},
+};
 use crate::config::DatasourceId;
 use crate::error::ProxyError;
 use crate::execute::{Transaction, Wants};
@@ -50,7 +53,7 @@ pub struct Session {
     /// Session variables as SQL literals, by lower-case name; always holds the character
     /// set variables and `autocommit`. User variables set with `SET @x = ...` are kept
     /// here too, under their `@name`, and applied to every connection the session uses.
-    pub(super) vars: BTreeMap<String, Vec<u8>>,
+    pub(super) vars: SessionVars,
     /// `autocommit`.
     pub(super) autocommit: bool,
     /// How statements are lexed (from `sql_mode`).
@@ -101,6 +104,7 @@ impl Session {
         collation: u8,
         attributes: HashMap<String, String>,
     ) -> Self {
+        let collation_id = collation;
         let (charset, collation) = match collation_names(collation) {
             // MySQL 8 collations (ids above 247) are unknown to MariaDB 10.x.
             Some((cs, coll)) if collation <= 247 => (cs, coll),
@@ -134,7 +138,7 @@ impl Session {
             caps,
             attributes,
             database: None,
-            vars,
+            vars: SessionVars::handshake_default(collation_id, vars),
             autocommit: true,
             lex_mode: LexMode::default(),
             txn: Transaction::default(),

@@ -137,8 +137,9 @@ pub struct Plan {
     /// Several steps of a write run as one backend transaction (or under a savepoint in
     /// the client's), so the statement is atomic.
     pub atomic: bool,
-    /// How the steps' results merge; `None`: they are relayed one after another.
-    pub merge: Option<MergeSpec>,
+    /// How the steps' results merge; `None`: they are relayed one after another (boxed:
+    /// most plans have none, and a plan is moved several times on its way).
+    pub merge: Option<Box<MergeSpec>>,
     /// Counters and cache fills to apply when it runs.
     pub effects: Effects,
     /// Order ids a probe looks for: what the shards hold is learnt when it runs.

@@ -171,7 +171,7 @@ pub(super) fn plan_merge<I: IndexTable>(
         steps.insert(0, multi_step(&p, shards[0], multi, Some(0), false));
     }
     let mut plan = p.finish(kind, steps, Vec::new());
-    plan.merge = Some(merge);
+    plan.merge = Some(Box::new(merge));
     Ok(plan)
 }
 
