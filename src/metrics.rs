@@ -164,12 +164,19 @@ pub fn statement_kind(sql: &[u8]) -> &'static str {
         .iter()
         .position(|b| !b.is_ascii_alphabetic())
         .unwrap_or(rest.len());
-    match rest[..end].to_ascii_lowercase().as_slice() {
-        b"select" | b"with" | b"values" | b"table" => "select",
-        b"insert" | b"replace" => "insert",
-        b"update" => "update",
-        b"delete" => "delete",
-        _ => "other",
+    let word = &rest[..end];
+    // Compared without lower-casing a copy (this runs for every statement).
+    let is = |keyword: &[u8]| word.eq_ignore_ascii_case(keyword);
+    if is(b"select") || is(b"with") || is(b"values") || is(b"table") {
+        "select"
+    } else if is(b"insert") || is(b"replace") {
+        "insert"
+    } else if is(b"update") {
+        "update"
+    } else if is(b"delete") {
+        "delete"
+    } else {
+        "other"
     }
 }
 
@@ -374,5 +381,33 @@ impl Metrics {
             "1 while the proxy drains before exiting",
             draining,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::statement_kind;
+
+    #[test]
+    fn a_statement_kind_is_its_first_word_in_any_case_after_comments_and_parentheses() {
+        assert_eq!(statement_kind(b"SELECT 1"), "select");
+        assert_eq!(statement_kind(b"  sElEcT * FROM t_order"), "select");
+        assert_eq!(
+            statement_kind(b"/* app */ (select 1) union (select 2)"),
+            "select"
+        );
+        assert_eq!(
+            statement_kind(b"WITH x AS (SELECT 1) SELECT * FROM x"),
+            "select"
+        );
+        assert_eq!(statement_kind(b"values (1)"), "select");
+        assert_eq!(statement_kind(b"Replace INTO t VALUES (1)"), "insert");
+        assert_eq!(statement_kind(b"insert into t values (1)"), "insert");
+        assert_eq!(statement_kind(b"UPDATE t SET a = 1"), "update");
+        assert_eq!(statement_kind(b"delete from t"), "delete");
+        assert_eq!(statement_kind(b"SELECTX 1"), "other");
+        assert_eq!(statement_kind(b"SET @a = 1"), "other");
+        assert_eq!(statement_kind(b"/* never closed"), "other");
+        assert_eq!(statement_kind(b""), "other");
     }
 }
