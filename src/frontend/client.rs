@@ -32,8 +32,10 @@ pub struct Client {
 /// definitions are compared byte for byte.
 #[derive(Default)]
 pub struct RenamedColumns {
-    /// Most recently used last.
-    entries: Vec<Renamed>,
+    /// In no order; each with when it was last used (a count of uses), so a hit moves
+    /// nothing and a miss replaces the least recently used.
+    entries: Vec<(u64, Renamed)>,
+    uses: u64,
 }
 
 /// One result's column definitions, as sent and as renamed.
@@ -98,19 +100,27 @@ impl RenamedColumns {
 
     /// The entry for `defs` under `names`, renamed now if no entry holds them.
     fn get(&mut self, defs: &[bytes::BytesMut], names: &Arc<ResultNames>) -> &Renamed {
-        match self.entries.iter().rposition(|e| e.holds(defs, names)) {
-            Some(at) => {
-                let entry = self.entries.remove(at);
-                self.entries.push(entry);
+        self.uses += 1;
+        let at = match self.entries.iter().position(|(_, e)| e.holds(defs, names)) {
+            Some(at) => at,
+            None if self.entries.len() < Self::CAPACITY => {
+                self.entries.push((0, Renamed::new(defs, names)));
+                self.entries.len() - 1
             }
             None => {
-                if self.entries.len() == Self::CAPACITY {
-                    self.entries.remove(0);
-                }
-                self.entries.push(Renamed::new(defs, names));
+                let (oldest, _) = self
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, (used, _))| *used)
+                    .expect("full, so not empty");
+                self.entries[oldest].1 = Renamed::new(defs, names);
+                oldest
             }
-        }
-        self.entries.last().expect("an entry was just pushed")
+        };
+        let entry = &mut self.entries[at];
+        entry.0 = self.uses;
+        &entry.1
     }
 }
 
@@ -280,5 +290,60 @@ impl Client {
             self.packet(&crate::protocol::packets::text_row(&values))?;
         }
         self.rows_end(0, status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Arc<ResultNames> {
+        Arc::new(ResultNames {
+            physical_database: "orders_0".into(),
+            logical_database: "orders".into(),
+            tables: vec![("t_order_0".into(), "t_order".into())],
+        })
+    }
+
+    fn defs(n: u8) -> Vec<bytes::BytesMut> {
+        vec![bytes::BytesMut::from(&[b'x', n][..])]
+    }
+
+    fn held(cache: &RenamedColumns, n: u8) -> bool {
+        cache.entries.iter().any(|(_, e)| e.raw == [b'x', n])
+    }
+
+    #[test]
+    fn renamed_columns_keep_the_most_recently_used_and_replace_the_least() {
+        let names = names();
+        let mut cache = RenamedColumns::default();
+        for n in 0..RenamedColumns::CAPACITY as u8 {
+            cache.get(&defs(n), &names);
+        }
+        // A hit on the oldest makes it the newest: the next miss replaces entry 1.
+        let payloads: Vec<Vec<u8>> = cache
+            .get(&defs(0), &names)
+            .payloads()
+            .map(<[u8]>::to_vec)
+            .collect();
+        assert_eq!(
+            payloads,
+            vec![vec![b'x', 0]],
+            "a definition it cannot rename is kept as is"
+        );
+        cache.get(&defs(100), &names);
+        assert_eq!(cache.entries.len(), RenamedColumns::CAPACITY);
+        assert!(held(&cache, 0) && held(&cache, 100) && held(&cache, 2));
+        assert!(!held(&cache, 1));
+        // Other names (another shard's), the same definitions: another entry.
+        cache.get(&defs(0), &self::names());
+        assert_eq!(
+            cache
+                .entries
+                .iter()
+                .filter(|(_, e)| e.raw == [b'x', 0])
+                .count(),
+            2
+        );
     }
 }
