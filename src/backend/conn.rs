@@ -2,7 +2,6 @@
 //! (TLS upgrade and authentication in [`super::tls`] and [`super::auth`]), commands, and
 //! the session state the proxy applied to it.
 
-use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -13,6 +12,7 @@ use tokio::net::TcpStream;
 
 use super::auth;
 use super::reply::{Reply, ResultEnd};
+use super::statements::StatementCache;
 use super::tls::{self, BackendStream};
 use super::vars::SessionVars;
 use crate::config::{Datasource, DatasourceId};
@@ -62,17 +62,10 @@ pub struct BackendConn {
     result_end: ResultEnd,
     /// What the proxy set on this connection.
     pub state: AppliedState,
-    /// Statements prepared on this connection, by their text (hashed with foldhash: this
-    /// lookup runs at every execution, and SipHash over the text was 2% of a prepared
-    /// point select; at most [`STATEMENTS_PER_CONNECTION`] entries, per-map seeded).
-    statements: HashMap<Vec<u8>, std::sync::Arc<PreparedMetadata>, foldhash::fast::RandomState>,
-    /// Their texts, oldest first (the cache is bounded).
-    statement_order: VecDeque<Vec<u8>>,
+    /// Statements prepared on this connection, by their text and the state they were
+    /// read in.
+    statements: StatementCache,
 }
-
-/// Statements kept prepared per backend connection; the oldest is closed beyond this, so
-/// a server's `max_prepared_stmt_count` (16,382 by default) is not reached.
-const STATEMENTS_PER_CONNECTION: usize = 128;
 
 /// A statement prepared on a backend connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,8 +240,7 @@ impl BackendConn {
             idle_since: Instant::now(),
             result_end: ResultEnd::default(),
             state,
-            statements: HashMap::default(),
-            statement_order: VecDeque::new(),
+            statements: StatementCache::default(),
         })
     }
 
@@ -546,45 +538,15 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<std::sync::Arc<PreparedMetadata>, ProxyError> {
-        let key = self.statement_key(sql);
-        if let Some(s) = self.statements.get(&key) {
-            return Ok(s.clone());
+        if let Some(s) = self.statements.get(&self.state, sql) {
+            return Ok(s);
         }
         let prepared = std::sync::Arc::new(self.prepare_raw(sql).await?);
-        if self.statement_order.len() >= STATEMENTS_PER_CONNECTION {
-            if let Some(old) = self.statement_order.pop_front() {
-                if let Some(s) = self.statements.remove(&old) {
-                    self.close_statement(s.statement.id).await?;
-                }
-            }
+        if let Some(old) = self.statements.evict_oldest_if_full() {
+            self.close_statement(old.statement.id).await?;
         }
-        self.statements.insert(key.clone(), prepared.clone());
-        self.statement_order.push_back(key);
+        self.statements.insert(&self.state, sql, prepared.clone());
         Ok(prepared)
-    }
-
-    /// What a prepared statement is kept under: its text and the session state the server
-    /// read it in. The default database names its unqualified tables, `sql_mode` decides how
-    /// it parses (`ANSI_QUOTES`, `PIPES_AS_CONCAT`, ...) and the character set variables how
-    /// its literals read: the same text prepared under other values is another statement.
-    fn statement_key(&self, sql: &[u8]) -> Vec<u8> {
-        let mut key = Vec::with_capacity(sql.len() + 64);
-        key.extend_from_slice(self.state.database.as_deref().unwrap_or("").as_bytes());
-        key.push(0);
-        for (name, value) in self.state.vars.iter() {
-            if name == "sql_mode"
-                || name.starts_with("character_set")
-                || name.starts_with("collation")
-            {
-                key.extend_from_slice(name.as_bytes());
-                key.push(b'=');
-                key.extend_from_slice(value);
-                key.push(0);
-            }
-        }
-        key.push(0);
-        key.extend_from_slice(sql);
-        key
     }
 
     /// Sends a command that has no reply (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA).
@@ -634,7 +596,6 @@ impl BackendConn {
                 // The server forgot the session state and every prepared statement.
                 self.state.vars.clear();
                 self.statements.clear();
-                self.statement_order.clear();
                 Ok(())
             }
             Ok(Reply::ResultSet(_)) => {

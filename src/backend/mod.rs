@@ -1,5 +1,6 @@
 //! The backend side: connections the proxy drives itself on mysql_common ([`conn`]), the
-//! one reader of their replies ([`reply`]), the session variables they carry ([`vars`]),
+//! one reader of their replies ([`reply`]), the session variables they carry ([`vars`]), the
+//! statements prepared on them ([`statements`]),
 //! pooled per datasource with bb8 ([`pool`]), over plain TCP or TLS ([`tls`]), logged in
 //! with the backend account's plugin ([`auth`]). Nothing here writes to a client.
 
@@ -7,6 +8,7 @@ pub mod auth;
 pub mod conn;
 pub mod pool;
 pub mod reply;
+pub mod statements;
 pub mod tls;
 pub mod vars;
 

@@ -80,6 +80,11 @@ impl SessionVars {
         }
     }
 
+    /// The identity: equal identities mean equal contents (see the type's rule).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Sets one variable; a changed value gives the map a fresh identity.
     pub fn insert(&mut self, name: String, value: Vec<u8>) {
         if self.map.get(&name) != Some(&value) {
