@@ -304,6 +304,34 @@ fn a_statement_has_one_reading_unless_it_holds_an_executable_comment_or_sql_mode
 }
 
 #[test]
+fn one_reading_is_what_the_list_of_other_readings_says() {
+    let newest = LexMode {
+        server_version: u32::MAX,
+        ..LexMode::default()
+    };
+    let ansi = LexMode {
+        ansi_quotes: true,
+        ..LexMode::default()
+    };
+    for mode in [LexMode::default(), newest, ansi] {
+        for sql in [
+            "SELECT * FROM t_order WHERE order_id = 1",
+            "SELECT 1 /*!50000 FROM mysql.user */",
+            "select 1 /*m!100000 x */",
+            "SELECT 'SQL_MODE' FROM t",
+            "SET STATEMENT sql_mode = 'ANSI_QUOTES' FOR SELECT 1 /*!1 x */",
+            "",
+        ] {
+            assert_eq!(
+                has_one_reading(sql.as_bytes(), mode),
+                other_readings(sql.as_bytes(), mode).is_empty(),
+                "{sql} in {mode:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_case_blind_search_finds_needles_at_the_edges_and_nowhere_else() {
     assert!(contains_ignore_ascii_case(b"sql_mode", b"sql_mode"));
     assert!(contains_ignore_ascii_case(b"x SQL_MODE", b"sql_mode"));
