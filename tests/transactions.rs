@@ -415,3 +415,97 @@ async fn a_failed_write_with_autocommit_off_is_rolled_back_with_its_transaction(
         .await
         .expect("no lock left behind");
 }
+
+/// A session pinned before `BEGIN` (state the proxy cannot carry keeps its connections)
+/// still runs the transaction on them: `ROLLBACK` undoes its writes, savepoints work, and
+/// `COMMIT` keeps them. Before the fix, held connections never got `BEGIN`, so every write
+/// committed at once and `ROLLBACK` undid nothing.
+#[tokio::test]
+async fn a_transaction_on_connections_pinned_before_begin_rolls_back() {
+    let h = Harness::start().await;
+    let guard = Cleanup::default();
+    for pin in [
+        "CREATE TEMPORARY TABLE pin_tmp (x INT)",
+        "SELECT GET_LOCK('routekey_pin_test', 5)",
+        "LOCK TABLES t_order READ",
+    ] {
+        let mut c = h.client().await;
+        let eu = guard.add(fresh_new_id(5)); // ds0
+        let biz = guard.add(fresh_new_id(3)); // ds1
+        exec(&mut c, &insert_order_sql(eu, "EU_CHANNEL", "pin")).await;
+        exec(&mut c, &insert_order_sql(biz, "BIZ_CHANNEL", "pin")).await;
+        exec(&mut c, pin).await;
+        if pin.starts_with("LOCK") {
+            exec(&mut c, "UNLOCK TABLES").await;
+        }
+        // Both datasources' connections are held now.
+        for id in [eu, biz] {
+            rows(
+                &mut c,
+                &format!("SELECT * FROM t_order WHERE order_id = {id}"),
+            )
+            .await;
+        }
+
+        exec(&mut c, "BEGIN").await;
+        exec(
+            &mut c,
+            &format!("UPDATE t_order SET status = 'PAID' WHERE order_id = {eu}"),
+        )
+        .await;
+        assert!(in_trans(&mut c).await, "{pin}");
+        assert_eq!(
+            committed_status("EU_CHANNEL", eu).await.as_deref(),
+            Some("CREATED"),
+            "{pin}: nothing committed before COMMIT"
+        );
+        exec(&mut c, "ROLLBACK").await;
+        assert_eq!(
+            committed_status("EU_CHANNEL", eu).await.as_deref(),
+            Some("CREATED"),
+            "{pin}: ROLLBACK undid the update"
+        );
+
+        exec(&mut c, "BEGIN").await;
+        exec(&mut c, "SAVEPOINT s1").await;
+        exec(
+            &mut c,
+            &format!("UPDATE t_order SET status = 'PAID' WHERE order_id = {biz}"),
+        )
+        .await;
+        exec(&mut c, "ROLLBACK TO SAVEPOINT s1").await;
+        exec(
+            &mut c,
+            &format!("UPDATE t_order SET status = 'SHIPPED' WHERE order_id = {biz}"),
+        )
+        .await;
+        assert_eq!(
+            committed_status("BIZ_CHANNEL", biz).await.as_deref(),
+            Some("CREATED"),
+            "{pin}"
+        );
+        exec(&mut c, "COMMIT").await;
+        assert_eq!(
+            committed_status("BIZ_CHANNEL", biz).await.as_deref(),
+            Some("SHIPPED"),
+            "{pin}: COMMIT kept what followed the savepoint"
+        );
+
+        // Outside a transaction again, writes commit at once.
+        exec(
+            &mut c,
+            &format!("UPDATE t_order SET status = 'DONE' WHERE order_id = {eu}"),
+        )
+        .await;
+        assert_eq!(
+            committed_status("EU_CHANNEL", eu).await.as_deref(),
+            Some("DONE"),
+            "{pin}"
+        );
+        if pin.contains("GET_LOCK") {
+            exec(&mut c, "SELECT RELEASE_LOCK('routekey_pin_test')").await;
+        }
+    }
+    drop(guard);
+    h.stop().await;
+}

@@ -58,6 +58,10 @@ pub struct Transaction {
     held: LiteMap<DatasourceId, PooledConn>,
     /// The `BEGIN`/`START TRANSACTION` text, replayed on each datasource that joins.
     begin: Option<Vec<u8>>,
+    /// The datasources whose held connection joined the explicit transaction (got its
+    /// `BEGIN`). A connection held from before `BEGIN` (a pinned session's) joins when the
+    /// transaction first uses it, as a connection taken from the pool does.
+    joined: Vec<DatasourceId>,
     /// `SET TRANSACTION ...` for the next transaction only.
     next_characteristics: Option<Vec<u8>>,
     /// Savepoints in the order they were set.
@@ -137,6 +141,7 @@ impl Transaction {
     /// transaction touches starts it then, with the same text.
     pub fn begin(&mut self, sql: &[u8]) {
         self.begin = Some(sql.to_vec());
+        self.joined.clear();
     }
 
     /// `SET TRANSACTION ...` for the next transaction only.
@@ -152,10 +157,51 @@ impl Transaction {
         wants: &Wants<'_>,
     ) -> Result<&mut BackendConn, ProxyError> {
         if !self.held.contains_key(&ds) {
+            // Prepared for the session, so joined to an explicit transaction (`prepare`).
             let conn = self.fresh(ds, wants).await?;
             self.held.insert(ds, conn);
+            if self.begin.is_some() {
+                self.joined.push(ds);
+            }
+        } else {
+            self.join(ds).await?;
         }
         Ok(self.held.get_mut(&ds).expect("inserted above"))
+    }
+
+    /// Joins every held connection to the explicit transaction, if one is open (before a
+    /// savepoint statement runs on all of them).
+    pub async fn join_held(&mut self) -> Result<(), ProxyError> {
+        let held: Vec<DatasourceId> = self.held.keys().copied().collect();
+        for ds in held {
+            self.join(ds).await?;
+        }
+        Ok(())
+    }
+
+    /// Starts the explicit transaction on the connection held for `ds` if it has not joined
+    /// yet: the `SET TRANSACTION` characteristics, the `BEGIN` text, then the savepoints set
+    /// so far, as [`Transaction::prepare`] does for a connection from the pool. Without
+    /// this, a session pinned before `BEGIN` ran its statements outside the transaction and
+    /// `ROLLBACK` undid nothing.
+    async fn join(&mut self, ds: DatasourceId) -> Result<(), ProxyError> {
+        let Some(begin) = &self.begin else {
+            return Ok(());
+        };
+        if self.joined.contains(&ds) {
+            return Ok(());
+        }
+        let conn = self.held.get_mut(&ds).expect("held");
+        if let Some(chars) = &self.next_characteristics {
+            conn.execute(chars).await?;
+        }
+        conn.execute(begin).await?;
+        for savepoint in &self.savepoints {
+            let sql = format!("SAVEPOINT {}", quote_ident(savepoint));
+            conn.execute(sql.as_bytes()).await?;
+        }
+        self.joined.push(ds);
+        Ok(())
     }
 
     /// A pooled connection to `ds`, alive and prepared for the session, not held. A
@@ -341,6 +387,7 @@ impl Transaction {
             }
         }
         self.begin = None;
+        self.joined.clear();
         self.next_characteristics = None;
         self.savepoints.clear();
         self.write_datasource = None;

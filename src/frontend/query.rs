@@ -385,6 +385,9 @@ impl Session {
             let ds = self.rt.config.sharding.default_datasource;
             self.connection(ds).await?;
         }
+        // Connections held from before BEGIN (a pinned session's) join the transaction
+        // first: a savepoint outside it would be forgotten at once.
+        self.txn.join_held().await?;
         self.txn.on_every_held(sql).await?;
         match (set, back_to) {
             (Some(name), _) => self.txn.savepoint_set(name),
