@@ -686,3 +686,50 @@ async fn side_effects_of_one_session_stay_in_it() {
     }
     h.stop().await;
 }
+
+/// A character set and its collation change together on the server: after setting one of
+/// them alone, both datasources carry the pair the server has (before, the other one was
+/// not read back: ds1 kept the old collation, or refused it with 1253). And
+/// `SET NAMES binary` reaches the other datasource (its read-back values came back as hex
+/// literals, which `SET NAMES` does not take: 1064).
+#[tokio::test]
+async fn a_character_set_and_its_collation_follow_the_client_to_every_datasource() {
+    let h = Harness::start().await;
+    let cases: [(&[&str], (&str, &str)); 3] = [
+        (
+            &["SET NAMES cp1251", "SET character_set_connection = utf8mb4"],
+            ("utf8mb4", "utf8mb4_general_ci"),
+        ),
+        (
+            &["SET NAMES utf8mb4", "SET collation_connection = latin1_bin"],
+            ("latin1", "latin1_bin"),
+        ),
+        (&["SET NAMES binary"], ("binary", "binary")),
+    ];
+    for (sets, want) in cases {
+        let mut c = h.client().await;
+        for set in sets {
+            exec(&mut c, set).await;
+        }
+        for ds in [0, 1, 0, 1] {
+            let id = order_on(ds, 3);
+            let sql = format!(
+                "SELECT CAST(@@character_set_connection AS CHAR), CAST(@@collation_connection AS CHAR) FROM t_order WHERE order_id = {id}"
+            );
+            let got: Option<(Vec<u8>, Vec<u8>)> = c
+                .query_first(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sets:?} then ds{ds}: {e}"));
+            let (cs, coll) = got.unwrap_or_else(|| panic!("{sql}: no row"));
+            assert_eq!(
+                (
+                    String::from_utf8_lossy(&cs).into_owned(),
+                    String::from_utf8_lossy(&coll).into_owned()
+                ),
+                (want.0.to_owned(), want.1.to_owned()),
+                "{sets:?} then ds{ds}"
+            );
+        }
+    }
+    h.stop().await;
+}

@@ -92,7 +92,15 @@ fn read_back_names(items: &[SetItem]) -> Vec<String> {
             SetItem::Names(_) => names.extend(CHARSET_VARS.iter().map(|s| (*s).to_owned())),
             // @@identity is @@last_insert_id under another name.
             SetItem::SessionVar(v) if v == "identity" => names.push("last_insert_id".to_owned()),
-            SetItem::SessionVar(v) | SetItem::UserVar(v) => names.push(v.clone()),
+            SetItem::SessionVar(v) => {
+                // The server sets a character set and its collation together: setting one
+                // changes the other, so both are read back.
+                match linked_charset_var(v) {
+                    Some(other) => names.extend([v.clone(), other.to_owned()]),
+                    None => names.push(v.clone()),
+                }
+            }
+            SetItem::UserVar(v) => names.push(v.clone()),
             SetItem::Transaction { session: true } => {
                 names.extend(["tx_isolation".to_owned(), "tx_read_only".to_owned()])
             }
@@ -104,7 +112,25 @@ fn read_back_names(items: &[SetItem]) -> Vec<String> {
     names
 }
 
-/// The values of `names` on `conn`, as SQL literals (`NULL` included).
+/// The variable the server changes with `name`: a character set's collation, a
+/// collation's character set (`character_set_connection` and `collation_connection`, and
+/// the `_database` and `_server` pairs).
+fn linked_charset_var(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "character_set_connection" => "collation_connection",
+        "collation_connection" => "character_set_connection",
+        "character_set_database" => "collation_database",
+        "collation_database" => "character_set_database",
+        "character_set_server" => "collation_server",
+        "collation_server" => "character_set_server",
+        _ => return None,
+    })
+}
+
+/// The values of `names` on `conn`, as SQL literals (`NULL` included). Character set and
+/// collation names are always quoted strings, also when the session reads results as
+/// `binary` (`SET NAMES binary`), where other strings come back as hex literals, which
+/// `SET NAMES` does not take.
 async fn read_back(
     conn: &mut BackendConn,
     names: &[String],
@@ -132,6 +158,9 @@ async fn read_back(
             let column = columns.get(i);
             let value = match row.get(i).cloned().flatten() {
                 None => b"NULL".to_vec(),
+                Some(v) if name.starts_with("character_set") || name.starts_with("collation") => {
+                    quote_string(&v)
+                }
                 Some(v) => literal_of(
                     &v,
                     column.map_or(0, |c| c.column_type),
