@@ -11,7 +11,16 @@
 # writes, waits as epoll_wait); --clients runs that many sysbench threads.
 #
 #   scripts/bench-instructions.sh [--events 2000] [--modes text,prepared] [--syscalls]
-#                                 [--clients 1] [--ids new|legacy] [--keep DIR] [BINARY ...]
+#                                 [--clients 1] [--ids new|legacy] [--keep DIR] [--cache-sim]
+#                                 [--peer] [BINARY ...]
+#
+# --cache-sim adds callgrind's simulation of this machine's caches and branch predictor:
+# misses of the first-level instruction and data caches, of the last level, and
+# mispredicted conditional and indirect branches, per statement (all simulated).
+#
+# --peer counts ProxySQL too (../shared/peers/proxysql, when there), a pass-through in
+# front of ds0 under the same workload, its statements naming the physical tables; it is
+# started under valgrind with a configuration like ../shared/peers/proxysql.sh's.
 #
 # --keep DIR copies each counted callgrind profile to DIR/callgrind.BINARY.MODE.out, for
 # `callgrind_annotate --inclusive=yes` or `--tree=caller`.
@@ -37,6 +46,8 @@ syscalls=
 clients=1
 ids=new
 keep=
+cache_sim=
+peer=
 binaries=()
 while (( $# )); do
     case "$1" in
@@ -46,6 +57,8 @@ while (( $# )); do
         --clients) clients="$2"; shift 2 ;;
         --ids) ids="$2"; shift 2 ;;
         --keep) keep="$2"; shift 2 ;;
+        --cache-sim) cache_sim=1; shift ;;
+        --peer) peer=1; shift ;;
         *) binaries+=("$1"); shift ;;
     esac
 done
@@ -81,13 +94,25 @@ export ROUTEKEY_DATASOURCES__DS0__POOL_SIZE="${ROUTEKEY_DATASOURCES__DS0__POOL_S
 export ROUTEKEY_DATASOURCES__DS1__POOL_SIZE="${ROUTEKEY_DATASOURCES__DS1__POOL_SIZE:-128}"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 
+# The statements' target: routekey-proxy (the logical t_order) or the peer (ProxySQL: the
+# physical tables of the ids file, as user bench).
+target_args=()
+routekey_target() {
+    target_args=(--mysql-user=app --mysql-password=app --mysql-db=orders --logical-table=t_order
+        --mysql-port="$port")
+}
+peer_target() {
+    target_args=(--mysql-user=bench --mysql-password=bench --mysql-db=order_shards
+        --mysql-port="$peer_port")
+}
+routekey_target
+
 sysbench_run() { # mode events
     local ps=off
     [[ "$1" == prepared ]] && ps=on
     sysbench scripts/bench/point_select.lua --ids-file="$work/ids.txt" --ps="$ps" \
-        --db-driver=mysql --mysql-ssl=off --mysql-user=app --mysql-password=app \
-        --mysql-db=orders --logical-table=t_order --threads="$clients" --events="$2" --time=0 \
-        --mysql-host=127.0.0.1 --mysql-port="$port" run > "$work/sysbench.out" 2>&1 \
+        --db-driver=mysql --mysql-ssl=off "${target_args[@]}" --threads="$clients" \
+        --events="$2" --time=0 --mysql-host=127.0.0.1 run > "$work/sysbench.out" 2>&1 \
         || { cat "$work/sysbench.out" >&2; exit 1; }
 }
 
@@ -134,33 +159,86 @@ if [[ -n "$syscalls" ]]; then
     exit 0
 fi
 
-echo "| binary | mode | instructions per statement |"
-echo "|---|---|---|"
+valgrind_flags=(--tool=callgrind)
+if [[ -n "$cache_sim" ]]; then
+    valgrind_flags+=(--cache-sim=yes --branch-sim=yes)
+    echo "| binary | mode | instructions per statement | I1 misses | D1 misses | LL misses | mispredicted branches (conditional + indirect) |"
+    echo "|---|---|---|---|---|---|---|"
+else
+    echo "| binary | mode | instructions per statement |"
+    echo "|---|---|---|"
+fi
+
+# Counts what the process started by `$@` (under valgrind) executes for --events statements
+# after a warm-up, and prints one row named `$name` for `$mode`.
+count_instructions() { # name listen_port mode command...
+    local name="$1" listen="$2" mode="$3"
+    shift 3
+    rm -f "$work"/callgrind.out*
+    valgrind "${valgrind_flags[@]}" --callgrind-out-file="$work/callgrind.out.%p" "$@" \
+        > "$work/proxy.log" 2>&1 < /dev/null &
+    proxy_pid=$!
+    for _ in $(seq 240); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$listen") 2>/dev/null && break
+        sleep 0.5
+    done
+    sysbench_run "$mode" 300
+    callgrind_control -z "$proxy_pid" >/dev/null 2>&1
+    sysbench_run "$mode" "$events"
+    callgrind_control -d "$proxy_pid" >/dev/null 2>&1
+    sleep 1
+    local out
+    out=$(ls "$work"/callgrind.out."$proxy_pid".* | grep -v '\.'"$proxy_pid"'$' | sort -t. -k4 -n | tail -1)
+    if [[ -n "$keep" ]]; then
+        mkdir -p "$keep"
+        cp "$out" "$keep/callgrind.$(basename "$name").$mode.out"
+    fi
+    kill -9 "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+    proxy_pid=
+    # summary: Ir [Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim]
+    grep -h '^summary:' "$out" | awk -v n="$events" -v name="$name" -v mode="$mode" '{
+        if (NF > 2)
+            printf "| %s | %s | %d | %d | %d | %d | %d + %d |\n", name, mode, $2 / n, $5 / n,
+                ($6 + $7) / n, ($8 + $9 + $10) / n, $12 / n, $14 / n
+        else
+            printf "| %s | %s | %d |\n", name, mode, $2 / n
+    }'
+}
+
 for binary in "${binaries[@]}"; do
     IFS=, read -ra mode_list <<< "$modes"
     for mode in "${mode_list[@]}"; do
-        rm -f "$work"/callgrind.out*
-        valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" "$binary" \
-            --config "$config" --listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0 \
-            > "$work/proxy.log" 2>&1 &
-        proxy_pid=$!
-        for _ in $(seq 240); do
-            (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-            sleep 0.5
-        done
-        sysbench_run "$mode" 300
-        callgrind_control -z "$proxy_pid" >/dev/null 2>&1
-        sysbench_run "$mode" "$events"
-        callgrind_control -d "$proxy_pid" >/dev/null 2>&1
-        sleep 1
-        total=$(grep -h '^summary:' "$work"/callgrind.out."$proxy_pid".1 | awk '{print $2}')
-        if [[ -n "$keep" ]]; then
-            mkdir -p "$keep"
-            cp "$work"/callgrind.out."$proxy_pid".1 "$keep/callgrind.$(basename "$binary").$mode.out"
-        fi
-        kill -9 "$proxy_pid" 2>/dev/null || true
-        wait "$proxy_pid" 2>/dev/null || true
-        proxy_pid=
-        echo "| $binary | $mode | $(( total / events )) |"
+        count_instructions "$binary" "$port" "$mode" "$binary" \
+            --config "$config" --listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0
     done
 done
+
+peer_bin="$repo/../shared/peers/proxysql"
+if [[ -n "$peer" ]]; then
+    [[ -x "$peer_bin" ]] || { echo "bench-instructions: no $peer_bin for --peer" >&2; exit 1; }
+    peer_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+    peer_admin="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+    for h in 127.0.0.1 localhost; do
+        mariadb --no-defaults -h127.0.0.1 -P"$ds0_port" -uroot -e "
+          CREATE USER IF NOT EXISTS 'bench'@'$h' IDENTIFIED BY 'bench';
+          GRANT ALL ON order_shards.* TO 'bench'@'$h';"
+    done
+    IFS=, read -ra mode_list <<< "$modes"
+    for mode in "${mode_list[@]}"; do
+        rm -rf "$work/proxysql" && mkdir -p "$work/proxysql/data"
+        cat > "$work/proxysql/proxysql.cnf" <<CNF
+datadir="$work/proxysql/data"
+admin_variables= { admin_credentials="admin:admin" mysql_ifaces="127.0.0.1:$peer_admin" }
+mysql_variables= { threads=2 interfaces="127.0.0.1:$peer_port" max_connections=2048
+                   monitor_username="bench" monitor_password="bench" }
+mysql_servers= ( { address="127.0.0.1", port=$ds0_port, hostgroup=0, max_connections=1000 } )
+mysql_users= ( { username="bench", password="bench", default_hostgroup=0, default_schema="order_shards", active=1 } )
+mysql_query_rules= ( )
+CNF
+        peer_target
+        count_instructions proxysql "$peer_port" "$mode" "$peer_bin" -f --initial \
+            -c "$work/proxysql/proxysql.cnf" -D "$work/proxysql/data"
+        routekey_target
+    done
+fi
