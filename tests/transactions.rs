@@ -509,3 +509,36 @@ async fn a_transaction_on_connections_pinned_before_begin_rolls_back() {
     drop(guard);
     h.stop().await;
 }
+
+/// `DROP TEMPORARY TABLE` inside a transaction does not commit it (MySQL: the TEMPORARY
+/// keyword means no implicit commit); before, the proxy took it for DDL and committed the
+/// open transaction first (found by an attack on the pinned-session fix).
+#[tokio::test]
+async fn dropping_a_temporary_table_inside_a_transaction_commits_nothing() {
+    let h = Harness::start().await;
+    let guard = Cleanup::default();
+    let mut c = h.client().await;
+    let eu = guard.add(fresh_new_id(5));
+    exec(&mut c, &insert_order_sql(eu, "EU_CHANNEL", "tmp")).await;
+    exec(&mut c, "CREATE TEMPORARY TABLE drop_tmp (x INT)").await;
+    exec(&mut c, "BEGIN").await;
+    exec(
+        &mut c,
+        &format!("UPDATE t_order SET status = 'PAID' WHERE order_id = {eu}"),
+    )
+    .await;
+    exec(&mut c, "DROP TEMPORARY TABLE drop_tmp").await;
+    assert!(in_trans(&mut c).await, "the transaction is still open");
+    assert_eq!(
+        committed_status("EU_CHANNEL", eu).await.as_deref(),
+        Some("CREATED")
+    );
+    exec(&mut c, "ROLLBACK").await;
+    assert_eq!(
+        committed_status("EU_CHANNEL", eu).await.as_deref(),
+        Some("CREATED")
+    );
+    assert_eq!(error_code(&mut c, "SELECT * FROM drop_tmp").await, 1146);
+    drop(guard);
+    h.stop().await;
+}

@@ -167,7 +167,12 @@ fn verb_of(statement: &Statement) -> Verb {
         Statement::Insert(_) => Verb::Insert,
         Statement::Update(_) => Verb::Update,
         Statement::Delete(_) => Verb::Delete,
+        // CREATE and DROP of a TEMPORARY table do not commit the open transaction (MySQL);
+        // other statements on temporary tables (ALTER, CREATE INDEX) do.
         Statement::CreateTable(t) if t.temporary => Verb::Other,
+        Statement::Drop {
+            temporary: true, ..
+        } => Verb::Other,
         Statement::CreateTable(_)
         | Statement::AlterTable(_)
         | Statement::Drop { .. }

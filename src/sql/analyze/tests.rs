@@ -279,6 +279,15 @@ fn session_functions_and_pins() {
     assert!(analysis("SELECT 1 INTO @x").pins);
     assert!(analysis("CREATE TEMPORARY TABLE tmp (a INT)").pins);
     assert_eq!(analysis("CREATE TABLE x (a INT)").verb, Verb::Ddl);
+    // No implicit commit for CREATE or DROP of a TEMPORARY table; ALTER of one commits.
+    assert_eq!(
+        analysis("CREATE TEMPORARY TABLE tmp (a INT)").verb,
+        Verb::Other
+    );
+    assert_eq!(analysis("DROP TEMPORARY TABLE tmp").verb, Verb::Other);
+    assert!(analysis("DROP TEMPORARY TABLE IF EXISTS tmp").pins);
+    assert_eq!(analysis("DROP TABLE tmp").verb, Verb::Ddl);
+    assert_eq!(analysis("ALTER TABLE tmp ADD COLUMN b INT").verb, Verb::Ddl);
     assert!(!analysis("CREATE TABLE x (a INT)").pins);
     // Found by attacking the pool: state the parser's tree did not show.
     for sql in [
