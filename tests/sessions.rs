@@ -733,3 +733,38 @@ async fn a_character_set_and_its_collation_follow_the_client_to_every_datasource
     }
     h.stop().await;
 }
+
+/// Character set names are read back as names also when the session reads results in a
+/// wide character set (`SET character_set_results = utf16`): before, the names came back
+/// in UTF-16 and the other datasource refused them (1115). Statements without a result set
+/// are used while results are wide (the test's client cannot read column definitions in
+/// UTF-16).
+#[tokio::test]
+async fn character_set_names_read_back_under_wide_results_reach_every_datasource() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    exec(&mut c, "SET NAMES latin1").await;
+    exec(&mut c, "SET character_set_results = utf16").await;
+    for ds in [0, 1, 0, 1] {
+        let id = order_on(ds, 5);
+        exec(
+            &mut c,
+            &format!("UPDATE t_order SET status = status WHERE order_id = {id}"),
+        )
+        .await;
+    }
+    exec(&mut c, "SET character_set_results = latin1").await;
+    for ds in [0, 1] {
+        let id = order_on(ds, 5);
+        let sql = format!(
+            "SELECT CONVERT(@@character_set_client USING binary), CONVERT(@@character_set_connection USING binary) FROM t_order WHERE order_id = {id}"
+        );
+        let got: Option<(Vec<u8>, Vec<u8>)> = c.query_first(&sql).await.unwrap();
+        assert_eq!(
+            got,
+            Some((b"latin1".to_vec(), b"latin1".to_vec())),
+            "ds{ds}"
+        );
+    }
+    h.stop().await;
+}

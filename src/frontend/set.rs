@@ -112,6 +112,11 @@ fn read_back_names(items: &[SetItem]) -> Vec<String> {
     names
 }
 
+/// A variable whose value names a character set or a collation.
+fn is_charset_name_var(name: &str) -> bool {
+    name.starts_with("character_set") || name.starts_with("collation")
+}
+
 /// The variable the server changes with `name`: a character set's collation, a
 /// collation's character set (`character_set_connection` and `collation_connection`, and
 /// the `_database` and `_server` pairs).
@@ -142,6 +147,9 @@ async fn read_back(
         .iter()
         .map(|v| match v.strip_prefix('@') {
             Some(user) => format!("@{}", crate::rewrite::quote_ident(user)),
+            // As bytes: a name read in the results character set (utf16, ucs2) would not
+            // read back as a name.
+            None if is_charset_name_var(v) => format!("CONVERT(@@session.{v} USING binary)"),
             None => format!("@@session.{v}"),
         })
         .collect::<Vec<_>>()
@@ -158,9 +166,7 @@ async fn read_back(
             let column = columns.get(i);
             let value = match row.get(i).cloned().flatten() {
                 None => b"NULL".to_vec(),
-                Some(v) if name.starts_with("character_set") || name.starts_with("collation") => {
-                    quote_string(&v)
-                }
+                Some(v) if is_charset_name_var(name) => quote_string(&v),
                 Some(v) => literal_of(
                     &v,
                     column.map_or(0, |c| c.column_type),
