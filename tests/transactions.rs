@@ -542,3 +542,44 @@ async fn dropping_a_temporary_table_inside_a_transaction_commits_nothing() {
     drop(guard);
     h.stop().await;
 }
+
+/// A connection a pinned session holds on a datasource the transaction never used takes no
+/// part in its COMMIT: when its backend thread was killed, COMMIT still answers OK for the
+/// writes it committed (before, it got the COMMIT first, failed with 1429, and the writer
+/// committed behind that error).
+#[tokio::test]
+async fn commit_ignores_a_held_connection_the_transaction_never_used() {
+    let h = Harness::start().await;
+    let guard = Cleanup::default();
+    let mut c = h.client().await;
+    let eu = guard.add(fresh_new_id(5)); // ds0
+    let biz = guard.add(fresh_new_id(3)); // ds1
+    exec(&mut c, &insert_order_sql(eu, "EU_CHANNEL", "commit")).await;
+    exec(&mut c, &insert_order_sql(biz, "BIZ_CHANNEL", "commit")).await;
+    exec(&mut c, "CREATE TEMPORARY TABLE commit_pin (x INT)").await;
+    let ds1_thread: u64 = c
+        .query_first(format!(
+            "SELECT @@pseudo_thread_id FROM t_order WHERE order_id = {biz}"
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    exec(&mut c, "BEGIN").await;
+    exec(
+        &mut c,
+        &format!("UPDATE t_order SET status = 'PAID' WHERE order_id = {eu}"),
+    )
+    .await;
+    backend(1)
+        .await
+        .query_drop(format!("KILL {ds1_thread}"))
+        .await
+        .unwrap();
+    exec(&mut c, "COMMIT").await;
+    assert_eq!(
+        committed_status("EU_CHANNEL", eu).await.as_deref(),
+        Some("PAID")
+    );
+    drop(guard);
+    h.stop().await;
+}

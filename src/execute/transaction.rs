@@ -379,7 +379,11 @@ impl Transaction {
         let mut first_error = None;
         for ds in order {
             let conn = self.held.get_mut(&ds).expect("listed");
-            if !conn.in_transaction() && !explicit {
+            // A connection held from before BEGIN that the transaction never used has no
+            // part in it: a COMMIT there could only fail (a killed thread) and report an
+            // error for a transaction that committed.
+            let joined = explicit && self.joined.contains(&ds);
+            if !conn.in_transaction() && !joined {
                 continue;
             }
             if let Err(e) = conn.execute(sql).await {
