@@ -180,27 +180,33 @@ impl Transaction {
     }
 
     /// Starts the explicit transaction on the connection held for `ds` if it has not joined
-    /// yet: the `SET TRANSACTION` characteristics, the `BEGIN` text, then the savepoints set
-    /// so far, as [`Transaction::prepare`] does for a connection from the pool. Without
-    /// this, a session pinned before `BEGIN` ran its statements outside the transaction and
-    /// `ROLLBACK` undid nothing.
+    /// yet ([`start_on`], as [`Transaction::prepare`] does for a connection from the pool).
+    /// Without this, a session pinned before `BEGIN` ran its statements outside the
+    /// transaction and `ROLLBACK` undid nothing.
     async fn join(&mut self, ds: DatasourceId) -> Result<(), ProxyError> {
-        let Some(begin) = &self.begin else {
+        let Transaction {
+            held,
+            begin: Some(begin),
+            joined,
+            next_characteristics,
+            savepoints,
+            ..
+        } = self
+        else {
             return Ok(());
         };
-        if self.joined.contains(&ds) {
+        if joined.contains(&ds) {
             return Ok(());
         }
-        let conn = self.held.get_mut(&ds).expect("held");
-        if let Some(chars) = &self.next_characteristics {
-            conn.execute(chars).await?;
-        }
-        conn.execute(begin).await?;
-        for savepoint in &self.savepoints {
-            let sql = format!("SAVEPOINT {}", quote_ident(savepoint));
-            conn.execute(sql.as_bytes()).await?;
-        }
-        self.joined.push(ds);
+        let conn = held.get_mut(&ds).expect("held");
+        start_on(
+            conn,
+            Some(begin),
+            next_characteristics.as_deref(),
+            savepoints,
+        )
+        .await?;
+        joined.push(ds);
         Ok(())
     }
 
@@ -289,17 +295,14 @@ impl Transaction {
                 conn.init_db(db).await?;
             }
         }
-        if let Some(begin) = &self.begin {
-            if let Some(chars) = &self.next_characteristics {
-                conn.execute(chars).await?;
-            }
-            conn.execute(begin).await?;
-        }
         if self.in_transaction() || !wants.autocommit {
-            for savepoint in &self.savepoints {
-                let sql = format!("SAVEPOINT {}", quote_ident(savepoint));
-                conn.execute(sql.as_bytes()).await?;
-            }
+            start_on(
+                conn,
+                self.begin.as_deref(),
+                self.next_characteristics.as_deref(),
+                &self.savepoints,
+            )
+            .await?;
         }
         Ok(())
     }
@@ -444,4 +447,26 @@ impl Transaction {
         }
         *self = Transaction::default();
     }
+}
+
+/// Brings `conn` into a session's transaction: the `SET TRANSACTION` characteristics
+/// (`chars`) and the `BEGIN` text of an explicit one, then the savepoints set so far (also
+/// for the implicit transaction of autocommit off).
+async fn start_on(
+    conn: &mut BackendConn,
+    begin: Option<&[u8]>,
+    chars: Option<&[u8]>,
+    savepoints: &[String],
+) -> Result<(), ProxyError> {
+    if let Some(begin) = begin {
+        if let Some(chars) = chars {
+            conn.execute(chars).await?;
+        }
+        conn.execute(begin).await?;
+    }
+    for savepoint in savepoints {
+        let sql = format!("SAVEPOINT {}", quote_ident(savepoint));
+        conn.execute(sql.as_bytes()).await?;
+    }
+    Ok(())
 }
