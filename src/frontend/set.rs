@@ -10,6 +10,7 @@ use mysql_common::constants::ColumnType;
 use super::client::Client;
 use super::session::Session;
 use crate::backend::BackendConn;
+use crate::backend::vars::names_a_charset;
 use crate::error::{ER_UNKNOWN_CHARACTER_SET, ProxyError};
 use crate::protocol::packets::OkInfo;
 use crate::rewrite::quote_string;
@@ -112,11 +113,6 @@ fn read_back_names(items: &[SetItem]) -> Vec<String> {
     names
 }
 
-/// A variable whose value names a character set or a collation.
-fn is_charset_name_var(name: &str) -> bool {
-    name.starts_with("character_set") || name.starts_with("collation")
-}
-
 /// The variable the server changes with `name`: a character set's collation, a
 /// collation's character set (`character_set_connection` and `collation_connection`, and
 /// the `_database` and `_server` pairs).
@@ -133,9 +129,9 @@ fn linked_charset_var(name: &str) -> Option<&'static str> {
 }
 
 /// The values of `names` on `conn`, as SQL literals (`NULL` included). Character set and
-/// collation names are always quoted strings, also when the session reads results as
-/// `binary` (`SET NAMES binary`), where other strings come back as hex literals, which
-/// `SET NAMES` does not take.
+/// collation names are read as bytes and given as quoted strings, whatever the session's
+/// results character set: as hex literals (`SET NAMES binary`) or in UTF-16, `SET NAMES`
+/// and the variables would not take them.
 async fn read_back(
     conn: &mut BackendConn,
     names: &[String],
@@ -149,7 +145,7 @@ async fn read_back(
             Some(user) => format!("@{}", crate::rewrite::quote_ident(user)),
             // As bytes: a name read in the results character set (utf16, ucs2) would not
             // read back as a name.
-            None if is_charset_name_var(v) => format!("CONVERT(@@session.{v} USING binary)"),
+            None if names_a_charset(v) => format!("CONVERT(@@session.{v} USING binary)"),
             None => format!("@@session.{v}"),
         })
         .collect::<Vec<_>>()
@@ -166,7 +162,7 @@ async fn read_back(
             let column = columns.get(i);
             let value = match row.get(i).cloned().flatten() {
                 None => b"NULL".to_vec(),
-                Some(v) if is_charset_name_var(name) => quote_string(&v),
+                Some(v) if names_a_charset(name) => quote_string(&v),
                 Some(v) => literal_of(
                     &v,
                     column.map_or(0, |c| c.column_type),

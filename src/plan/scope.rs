@@ -637,23 +637,16 @@ pub fn check_text(
 /// `sql_mode` anywhere in its text (literals and comments included), so the server can
 /// only lex it as the proxy does.
 pub fn has_one_reading(sql: &[u8], mode: LexMode) -> bool {
-    // What `other_readings(sql, mode).is_empty()` says, without building the list (this
-    // runs for every text statement): `sql_mode` gives four readings, so at least three
-    // others; otherwise the one reading differs from `mode` only when an executable
-    // comment raises the server version.
-    let has = |needle: &[u8]| contains_ignore_ascii_case(sql, needle);
-    !has(b"sql_mode") && (mode.server_version == u32::MAX || !(has(b"/*!") || has(b"/*m!")))
+    // Without building the list of other readings: this runs for every text statement.
+    let (base, sql_mode) = reading_base(sql, mode);
+    !sql_mode && base == mode
 }
 
 /// The lexings besides `mode` the server might apply to `sql` (see [`check_text`]).
 fn other_readings(sql: &[u8], mode: LexMode) -> Vec<LexMode> {
-    let has = |needle: &[u8]| contains_ignore_ascii_case(sql, needle);
-    let mut base = mode;
-    if has(b"/*!") || has(b"/*m!") {
-        base.server_version = u32::MAX;
-    }
+    let (base, sql_mode) = reading_base(sql, mode);
     let mut out = Vec::new();
-    if has(b"sql_mode") {
+    if sql_mode {
         for ansi_quotes in [false, true] {
             for no_backslash_escapes in [false, true] {
                 out.push(LexMode {
@@ -668,6 +661,18 @@ fn other_readings(sql: &[u8], mode: LexMode) -> Vec<LexMode> {
     }
     out.retain(|m| *m != mode);
     out
+}
+
+/// What the readings of `sql` start from: `mode`, with the newest server version when an
+/// executable comment may run; and whether `sql_mode` appears anywhere in the text (then
+/// each combination of `ANSI_QUOTES` and `NO_BACKSLASH_ESCAPES` is a reading too).
+fn reading_base(sql: &[u8], mode: LexMode) -> (LexMode, bool) {
+    let has = |needle: &[u8]| contains_ignore_ascii_case(sql, needle);
+    let mut base = mode;
+    if has(b"/*!") || has(b"/*m!") {
+        base.server_version = u32::MAX;
+    }
+    (base, has(b"sql_mode"))
 }
 
 /// Whether `haystack` contains `needle` (whose first byte is not a letter, or is
