@@ -107,6 +107,15 @@ peer_target() {
 }
 routekey_target
 
+# Waits up to 2 minutes for something to listen on 127.0.0.1:PORT (a proxy under valgrind
+# starts slowly).
+wait_port() { # port
+    for _ in $(seq 240); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.5
+    done
+}
+
 sysbench_run() { # mode events
     local ps=off
     [[ "$1" == prepared ]] && ps=on
@@ -121,10 +130,7 @@ count_syscalls() { # binary mode
     "$1" --config "$config" --listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0 \
         > "$work/proxy.log" 2>&1 &
     proxy_pid=$!
-    for _ in $(seq 240); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.5
-    done
+    wait_port "$port"
     sysbench_run "$2" 300
     strace -f -c -p "$proxy_pid" -o "$work/strace.out" 2>/dev/null &
     local strace_pid=$!
@@ -178,10 +184,7 @@ count_instructions() { # name listen_port mode command...
     valgrind "${valgrind_flags[@]}" --callgrind-out-file="$work/callgrind.out.%p" "$@" \
         > "$work/proxy.log" 2>&1 < /dev/null &
     proxy_pid=$!
-    for _ in $(seq 240); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$listen") 2>/dev/null && break
-        sleep 0.5
-    done
+    wait_port "$listen"
     sysbench_run "$mode" 300
     callgrind_control -z "$proxy_pid" >/dev/null 2>&1
     sysbench_run "$mode" "$events"
