@@ -149,6 +149,16 @@ impl Transaction {
         self.next_characteristics = Some(sql.to_vec());
     }
 
+    /// The pending `SET TRANSACTION ...` text, if any.
+    pub fn next_characteristics(&self) -> Option<&[u8]> {
+        self.next_characteristics.as_deref()
+    }
+
+    /// The pending characteristics are spent (by a statement's implicit commit).
+    pub fn clear_next_characteristics(&mut self) {
+        self.next_characteristics = None;
+    }
+
     /// The connection to `ds` this session uses: the one it holds, or one from the pool
     /// prepared for the session (and joined to its transaction), then held.
     pub async fn connection(
@@ -393,13 +403,20 @@ impl Transaction {
                 first_error.get_or_insert(e);
             }
         }
+        self.ended();
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The transaction ended on every connection that had it (by `COMMIT`/`ROLLBACK`, or
+    /// implicitly: `SET autocommit = 1` from 0 commits it): the bookkeeping follows, and
+    /// connections the session need not hold go back to the pool.
+    pub fn ended(&mut self) {
         self.begin = None;
         self.joined.clear();
         self.next_characteristics = None;
         self.savepoints.clear();
         self.write_datasource = None;
         self.release_idle();
-        first_error.map_or(Ok(()), Err)
     }
 
     /// Runs `sql` on every held connection (savepoint statements, `UNLOCK TABLES`).

@@ -4,6 +4,7 @@
 
 pub mod auth;
 mod catalog;
+mod characteristics;
 pub mod client;
 mod explain;
 pub mod handshake;

@@ -190,13 +190,8 @@ impl Session {
             .any(|i| i == &SetItem::Transaction { session: false })
             && !self.in_transaction()
         {
-            // Applies to the next transaction only: replayed where that transaction starts.
-            self.txn.set_next_characteristics(sql);
-            self.warnings.clear();
-            return client.ok(&OkInfo {
-                status: self.final_status(more),
-                ..Default::default()
-            });
+            // Applies to the next transaction only (`super::characteristics`).
+            return self.set_next_characteristics(client, sql, more);
         }
         // Forms whose effect cannot be read back (SET ROLE, SET PASSWORD, SET TRANSACTION
         // inside a transaction) run on every held connection and pin the session.
@@ -250,6 +245,7 @@ impl Session {
         if opaque {
             self.txn.pin();
         }
+        let autocommit_was_off = !self.autocommit;
         if let Err(e) = self.absorb(values) {
             // A value the proxy refuses (a character set it cannot lex) is already in
             // force on the backend: that connection goes.
@@ -259,12 +255,34 @@ impl Session {
             return Err(e);
         }
         self.txn.sync_held(&self.vars).await?;
+        if autocommit_was_off && self.autocommit {
+            self.autocommit_turned_on().await?;
+        }
         self.warnings.clear();
         self.txn.release_idle();
         client.ok(&OkInfo {
             status: self.final_status(more),
             ..Default::default()
         })
+    }
+
+    /// After `SET autocommit = 1` from 0. MariaDB commits the open transaction, even a
+    /// BEGIN's: the statement did on the first connection, and `sync_held` on the others.
+    /// A transaction begun with `SET TRANSACTION` characteristics leaves them in force after
+    /// that commit (MariaDB 10.11: the next writes get 1792 until a statement on a table
+    /// succeeds or a transaction ends), so the session keeps them pending, and a `COMMIT` on
+    /// each connection that had them clears them there before it goes back to the pool.
+    async fn autocommit_turned_on(&mut self) -> Result<(), ProxyError> {
+        let chars = self.txn.next_characteristics().map(<[u8]>::to_vec);
+        if chars.is_some() && self.txn.explicit() {
+            self.txn.end(b"COMMIT").await?;
+        } else {
+            self.txn.ended();
+        }
+        if let Some(chars) = chars {
+            self.txn.set_next_characteristics(&chars);
+        }
+        Ok(())
     }
 
     /// Keeps read-back values and updates what depends on them.

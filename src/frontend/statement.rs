@@ -285,7 +285,9 @@ impl Session {
         if extras.calc_found_rows {
             self.found_rows = 0;
         }
+        let opened = self.open_for_characteristics(&s.analysis, sql, s.text.tokens);
         let ran = self.run_plan(client, plan, binding, extras).await;
+        let ran = self.close_for_characteristics(opened, ran).await;
         self.conclude(client, plan, ran, more).await
     }
 

@@ -1,0 +1,241 @@
+//! `SET TRANSACTION ...` without `SESSION` or `GLOBAL` (the next transaction only), through
+//! the proxy and straight to MariaDB: the same statements get the same errors and the same
+//! transaction state. Whether a write went through is read on the physical shard.
+
+mod common;
+
+use common::*;
+use mysql_async::prelude::*;
+
+/// `(error code or 0, in transaction)` of one reply.
+fn outcome(reply: &RawReply) -> (u16, bool) {
+    match reply {
+        RawReply::Ok(s) | RawReply::Rows(_, s) => (0, s & 0x0001 != 0),
+        RawReply::Err(code, _) => (*code, false),
+    }
+}
+
+/// Runs `script` through the proxy and on the default datasource's MariaDB, step by step,
+/// and checks that each step has the same outcome; returns MariaDB's outcomes.
+async fn same_as_mariadb(h: &Harness, script: &[&str]) -> Vec<(u16, bool)> {
+    let mut proxy = RawClient::connect(h.addr).await;
+    let direct_addr = format!("127.0.0.1:{}", sandbox_port(0)).parse().unwrap();
+    let mut direct = RawClient::connect_as(direct_addr, "root", "", "orders_ref").await;
+    let mut seen = Vec::new();
+    for (i, sql) in script.iter().enumerate() {
+        let want = outcome(&direct.query(sql).await);
+        let got = outcome(&proxy.query(sql).await);
+        // The error is compared by code; the transaction flag only after success.
+        assert_eq!(
+            got, want,
+            "step {i}: {sql}: (error, in transaction) differ from MariaDB"
+        );
+        seen.push(want);
+    }
+    seen
+}
+
+/// The order both sides update: on the default datasource's `orders_ref` copy directly, on
+/// its shard through the proxy.
+fn order() -> (u64, String, String) {
+    let id = seed().channels["EU_CHANNEL"].new_format_ids[23];
+    let read = format!("SELECT status FROM t_order WHERE order_id = {id}");
+    let write = format!("UPDATE t_order SET status = status WHERE order_id = {id}");
+    (id, read, write)
+}
+
+/// With autocommit on, `SET TRANSACTION READ ONLY` refuses the next statement that writes
+/// (1792), not just the next `BEGIN`; a statement on no table and a failed one leave it
+/// pending, and a successful read spends it. Before the fix the proxy kept the
+/// characteristics for the next `BEGIN` only, and the `UPDATE` went through.
+#[tokio::test]
+async fn read_only_for_the_next_transaction_refuses_the_next_autocommit_write() {
+    let h = Harness::start().await;
+    let (_, read, write) = order();
+    let seen = same_as_mariadb(
+        &h,
+        &[
+            "SET TRANSACTION READ ONLY",
+            "SELECT 1",
+            &write,
+            &write,
+            &read,
+            &write,
+            "SET TRANSACTION READ ONLY",
+            "SELECT @@tx_read_only",
+            &read,
+            &write,
+        ],
+    )
+    .await;
+    let codes: Vec<u16> = seen.iter().map(|s| s.0).collect();
+    assert_eq!(codes, [0, 0, 1792, 1792, 0, 0, 0, 0, 0, 0], "{seen:?}");
+    assert!(seen.iter().all(|s| !s.1), "{seen:?}");
+    h.stop().await;
+}
+
+/// With autocommit off, the characteristics apply to the transaction the next statement on
+/// a table starts, and to every statement of it until it ends.
+#[tokio::test]
+async fn read_only_for_the_next_transaction_holds_for_the_whole_implicit_transaction() {
+    let h = Harness::start().await;
+    let (_, read, write) = order();
+    let seen = same_as_mariadb(
+        &h,
+        &[
+            "SET TRANSACTION READ ONLY",
+            "SET autocommit = 0",
+            &write,
+            &read,
+            &write,
+            "COMMIT",
+            &write,
+            "ROLLBACK",
+            "SET autocommit = 1",
+        ],
+    )
+    .await;
+    let want = [
+        (0, false),
+        (0, false),
+        (1792, false),
+        (0, true),
+        (1792, false),
+        (0, false),
+        (0, true),
+        (0, false),
+        (0, false),
+    ];
+    // The flag after an error is not in the reply; only its code is compared.
+    let codes: Vec<u16> = seen.iter().map(|s| s.0).collect();
+    let want_codes: Vec<u16> = want.iter().map(|s| s.0).collect();
+    assert_eq!(codes, want_codes, "{seen:?}");
+    assert_eq!(seen, want);
+    h.stop().await;
+}
+
+/// A refused write changes nothing on its shard, a prepared write is refused too, and a
+/// read that reaches every datasource (scatter) spends the characteristics there, after
+/// which writes go through again; other sessions never see them.
+#[tokio::test]
+async fn the_next_transactions_characteristics_reach_prepared_and_scatter_statements() {
+    let h = Harness::start().await;
+    let guard = Cleanup::default();
+    let id = guard.add(fresh_new_id(5));
+    let mut c = h.client().await;
+    exec(&mut c, &insert_order_sql(id, "EU_CHANNEL", "one-shot")).await;
+
+    exec(&mut c, "SET TRANSACTION READ ONLY").await;
+    let r = c
+        .exec_drop(
+            "UPDATE t_order SET status = 'PAID' WHERE order_id = ?",
+            (id,),
+        )
+        .await;
+    assert_eq!(server_code(r), 1792, "a prepared write is refused");
+    let r = c
+        .query_drop(format!(
+            "UPDATE t_order SET status = 'PAID' WHERE order_id = {id}"
+        ))
+        .await;
+    assert_eq!(
+        server_code(r),
+        1792,
+        "still pending after a failed statement"
+    );
+    let shard = expected_shard("EU_CHANNEL", id);
+    assert_eq!(show(&physical_row(shard, id).await.unwrap()[5]), "CREATED");
+
+    // Another session, on the same pools, is not read-only.
+    let mut other = h.client().await;
+    exec(
+        &mut other,
+        &format!("UPDATE t_order SET status = 'SHIPPED' WHERE order_id = {id}"),
+    )
+    .await;
+    assert_eq!(show(&physical_row(shard, id).await.unwrap()[5]), "SHIPPED");
+
+    // A read of every shard is this session's read-only transaction, on each datasource.
+    let n: Vec<mysql_async::Row> = c
+        .query("SELECT COUNT(*) FROM t_order WHERE status = 'SHIPPED'")
+        .await
+        .unwrap();
+    assert_eq!(n.len(), 1);
+    let in_trans: Option<u8> = c.query_first("SELECT @@in_transaction").await.unwrap();
+    assert_eq!(
+        in_trans,
+        Some(0),
+        "the statement's transaction ended with it"
+    );
+    exec(
+        &mut c,
+        &format!("UPDATE t_order SET status = 'PAID' WHERE order_id = {id}"),
+    )
+    .await;
+    assert_eq!(show(&physical_row(shard, id).await.unwrap()[5]), "PAID");
+    h.stop().await;
+}
+
+/// `SET autocommit = 1` from 0 commits the open transaction, explicit or implicit. One
+/// that began with `SET TRANSACTION READ ONLY` leaves it in force on MariaDB until a
+/// statement on a table succeeds; the proxy follows, and the backend connection goes back
+/// to the pool without it (pools of one connection: the next session gets that one).
+#[tokio::test]
+async fn turning_autocommit_on_commits_the_open_transaction() {
+    let mut config = config();
+    for ds in &mut config.datasources {
+        ds.pool_size = 1;
+    }
+    let h = Harness::start_with(config).await;
+    let (_, read, write) = order();
+    let seen = same_as_mariadb(
+        &h,
+        &[
+            "SET autocommit = 0",
+            "BEGIN",
+            &write,
+            "SET autocommit = 1",
+            &read,
+            "SET autocommit = 0",
+            "SET TRANSACTION READ ONLY",
+            &read,
+            "SET autocommit = 1",
+            &write,
+            "SET autocommit = 0",
+            &write,
+            "SET autocommit = 1",
+            "SET autocommit = 0",
+            "SET TRANSACTION READ ONLY",
+            "BEGIN",
+            &read,
+            "SET autocommit = 1",
+        ],
+    )
+    .await;
+    let want = [
+        (0, false),
+        (0, true),
+        (0, true),
+        (0, false),
+        (0, false),
+        (0, false),
+        (0, false),
+        (0, true),
+        (0, false),
+        (1792, false),
+        (0, false),
+        (1792, false),
+        (0, false),
+        (0, false),
+        (0, false),
+        (0, true),
+        (0, true),
+        (0, false),
+    ];
+    assert_eq!(seen, want);
+    // The session above ended with the characteristics pending on MariaDB's side; the
+    // next session, on the same backend connections, writes.
+    let mut c = h.client().await;
+    exec(&mut c, &write).await;
+    h.stop().await;
+}
