@@ -21,17 +21,6 @@ async fn normalized_sql_mode(mode: &str) -> String {
         .unwrap()
 }
 
-/// A seeded order on sandbox server `ds` (varying with `i`).
-fn order_on(ds: usize, i: usize) -> u64 {
-    let s = seed();
-    let names = if ds == 0 {
-        ["EU_CHANNEL", "GLOBAL_CHANNEL"]
-    } else {
-        ["BIZ_CHANNEL", "CORP_CHANNEL"]
-    };
-    s.channels[names[i % 2]].new_format_ids[i % 50]
-}
-
 #[tokio::test]
 async fn session_settings_follow_each_client_across_pooled_connections() {
     let h = Harness::start().await;
@@ -481,20 +470,6 @@ async fn user_variables_and_temporary_tables_stay_with_the_client() {
         error_code(&mut other, "SELECT * FROM tmp_session_probe").await,
         1146
     );
-    h.stop().await;
-}
-
-#[tokio::test]
-async fn a_user_variable_set_by_set_is_visible_on_every_shard() {
-    let h = Harness::start().await;
-    let mut c = h.client().await;
-    exec(&mut c, "SET @a = 5").await;
-    for ds in 0..2 {
-        let id = order_on(ds, 5);
-        let sql = format!("SELECT order_id, @a FROM t_order WHERE order_id = {id}");
-        let got: Vec<(u64, Option<u64>)> = c.query(&sql).await.unwrap();
-        assert_eq!(got, [(id, Some(5))], "{sql} (an order on ds{ds})");
-    }
     h.stop().await;
 }
 

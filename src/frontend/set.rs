@@ -285,6 +285,33 @@ impl Session {
         Ok(())
     }
 
+    /// After a data statement that assigns user variables (`SELECT ... INTO @v`,
+    /// `@v := ...`) ran on one datasource, `ds`: their values are read back there and
+    /// carried to the session's other connections, as after `SET @v = ...`, so a later
+    /// `SELECT @v` on another datasource sees them (it saw NULL before). A statement that
+    /// ran on several datasources left a value on each; those stay where they are.
+    pub(super) async fn carry_user_variables(
+        &mut self,
+        ds: crate::config::DatasourceId,
+        names: &[String],
+    ) -> Result<(), ProxyError> {
+        let Some(conn) = self.txn.held_mut(ds) else {
+            return Ok(());
+        };
+        let values = match read_back(conn, names).await {
+            Ok(values) => values,
+            Err(e) => {
+                conn.mark_broken();
+                return Err(e);
+            }
+        };
+        for (name, value) in &values {
+            conn.state.vars.insert(name.clone(), value.clone());
+        }
+        self.absorb(values)?;
+        self.txn.sync_held(&self.vars).await
+    }
+
     /// Keeps read-back values and updates what depends on them.
     fn absorb(&mut self, values: Vec<(String, Vec<u8>)>) -> Result<(), ProxyError> {
         for (name, value) in values {

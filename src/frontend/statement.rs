@@ -287,8 +287,34 @@ impl Session {
         }
         let opened = self.open_for_characteristics(&s.analysis, sql, s.text.tokens);
         let ran = self.run_plan(client, plan, binding, extras).await;
-        let ran = self.close_for_characteristics(opened, ran).await;
+        let mut ran = self.close_for_characteristics(opened, ran).await;
+        if ran.is_ok() && s.analysis.pins {
+            if let Err(e) = self.after_assignments(plan, sql, s.text.tokens).await {
+                ran = Err(e);
+            }
+        }
         self.conclude(client, plan, ran, more).await
+    }
+
+    /// After a statement that pins the session ran: the user variables it assigned on one
+    /// datasource are carried to the others ([`Session::carry_user_variables`]).
+    async fn after_assignments(
+        &mut self,
+        plan: &Plan,
+        sql: &[u8],
+        tokens: &[crate::sql::lexer::Token],
+    ) -> Result<(), ProxyError> {
+        let Some(first) = plan.steps.first().map(|s| s.datasource) else {
+            return Ok(());
+        };
+        if plan.steps.iter().any(|s| s.datasource != first) {
+            return Ok(());
+        }
+        let names = crate::sql::analyze::assigned_user_variables(sql, tokens);
+        if names.is_empty() {
+            return Ok(());
+        }
+        self.carry_user_variables(first, &names).await
     }
 
     /// Runs the steps (atomically when the plan says so) and relays or merges the replies,

@@ -652,3 +652,14 @@ pub fn assert_same_rows(got: &[Values], want: &[Values], what: &str) {
         want.len()
     );
 }
+
+/// A seeded order on sandbox server `ds` (varying with `i`).
+pub fn order_on(ds: usize, i: usize) -> u64 {
+    let s = seed();
+    let names = if ds == 0 {
+        ["EU_CHANNEL", "GLOBAL_CHANNEL"]
+    } else {
+        ["BIZ_CHANNEL", "CORP_CHANNEL"]
+    };
+    s.channels[names[i % 2]].new_format_ids[i % 50]
+}

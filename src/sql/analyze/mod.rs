@@ -248,6 +248,38 @@ pub fn token_pins(sql: &[u8], lexed: &Lexed) -> bool {
             .any(|w| w[0].is_word(sql, "into") && w[1].kind == TokenKind::UserVariable)
 }
 
+/// The user variables a statement assigns (`... INTO @a, @b`, `@v := ...`), by
+/// [`crate::sql::command::user_variable_name`], once each: after it ran on one datasource
+/// the session reads them back there and carries them to its other connections.
+pub fn assigned_user_variables(sql: &[u8], tokens: &[crate::sql::lexer::Token]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut add = |t: &crate::sql::lexer::Token| {
+        let name = crate::sql::command::user_variable_name(sql, t);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    };
+    for (i, t) in tokens.iter().enumerate() {
+        if t.kind == TokenKind::UserVariable
+            && tokens.get(i + 1).is_some_and(|n| n.is_punct(sql, ":="))
+        {
+            add(t);
+        }
+        if t.is_word(sql, "into") {
+            // `INTO @a, @b`: the list of targets.
+            let mut j = i + 1;
+            while let Some(v) = tokens.get(j).filter(|v| v.kind == TokenKind::UserVariable) {
+                add(v);
+                if !tokens.get(j + 1).is_some_and(|c| c.is_punct(sql, ",")) {
+                    break;
+                }
+                j += 2;
+            }
+        }
+    }
+    names
+}
+
 /// Whether any token names a sharded table: a binding table name, unqualified while the
 /// session is in the logical database, or qualified by the logical database. Used for
 /// statements the parser cannot read and statements whose table names it does not report.

@@ -466,3 +466,22 @@ fn tables_named_with_a_database_are_reported_for_the_scope_check() {
     );
     assert!(names("SELECT o.order_id FROM t_order o WHERE o.order_id = 1").is_empty());
 }
+
+#[test]
+fn assigned_user_variables_are_the_into_list_and_the_targets_of_colon_equals() {
+    let names = |sql: &str| {
+        let lexed = lex(sql.as_bytes(), LexMode::default());
+        assigned_user_variables(sql.as_bytes(), &lexed.tokens)
+    };
+    assert_eq!(
+        names("SELECT a, b INTO @A, @`b c` FROM t WHERE id = 1"),
+        ["@a", "@b c"]
+    );
+    assert_eq!(
+        names("SELECT @x := a, @y := @x + 1, @z FROM t"),
+        ["@x", "@y"]
+    );
+    assert_eq!(names("SELECT a FROM t WHERE b = @v"), Vec::<String>::new());
+    assert_eq!(names("INSERT INTO t VALUES (@v)"), Vec::<String>::new());
+    assert_eq!(names("SELECT a INTO @a FROM t INTO @a"), ["@a"]);
+}

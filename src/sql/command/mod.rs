@@ -910,21 +910,7 @@ fn set_item(sql: &[u8], tokens: &[Token], mode: LexMode) -> SetItem {
             .unwrap_or_default()
     };
     match first.kind {
-        TokenKind::UserVariable => {
-            let raw = first.bytes(sql);
-            let name = match raw.get(1) {
-                Some(q @ (b'\'' | b'"' | b'`')) => {
-                    let inner = &raw[2..raw.len().saturating_sub(1).max(2)];
-                    let doubled = [*q, *q];
-                    String::from_utf8_lossy(inner).replace(
-                        std::str::from_utf8(&doubled).unwrap_or("``"),
-                        std::str::from_utf8(&doubled[..1]).unwrap_or("`"),
-                    )
-                }
-                _ => String::from_utf8_lossy(&raw[1..]).into_owned(),
-            };
-            return SetItem::UserVar(format!("@{}", name.to_lowercase()));
-        }
+        TokenKind::UserVariable => return SetItem::UserVar(user_variable_name(sql, first)),
         TokenKind::SystemVariable => {
             let mut text = String::from_utf8_lossy(&first.bytes(sql)[2..]).to_ascii_lowercase();
             // `@@session.`sql_mode``: the name after the scope is a token of its own; and
@@ -1022,6 +1008,24 @@ pub fn ident_text(sql: &[u8], token: &Token, mode: LexMode) -> String {
         TokenKind::String => String::from_utf8_lossy(&unescape_string(raw, mode)).into_owned(),
         _ => String::from_utf8_lossy(raw).into_owned(),
     }
+}
+
+/// The name of a user variable token as the session knows it: `@` and the name, unquoted
+/// (`@'a b'` is `@a b`) and lower-cased (MariaDB's user variable names ignore case).
+pub fn user_variable_name(sql: &[u8], token: &Token) -> String {
+    let raw = token.bytes(sql);
+    let name = match raw.get(1) {
+        Some(q @ (b'\'' | b'"' | b'`')) => {
+            let inner = &raw[2..raw.len().saturating_sub(1).max(2)];
+            let doubled = [*q, *q];
+            String::from_utf8_lossy(inner).replace(
+                std::str::from_utf8(&doubled).unwrap_or("``"),
+                std::str::from_utf8(&doubled[..1]).unwrap_or("`"),
+            )
+        }
+        _ => String::from_utf8_lossy(&raw[1..]).into_owned(),
+    };
+    format!("@{}", name.to_lowercase())
 }
 
 #[cfg(test)]
