@@ -78,6 +78,16 @@ fn refusal(items: &[SetItem]) -> Result<(), ProxyError> {
     }
     for item in items {
         if let SetItem::Names(Some(charset)) = item {
+            if !crate::sql::charset::can_be_client(charset) {
+                return Err(ProxyError::client(
+                    crate::error::ER_WRONG_VALUE_FOR_VAR,
+                    b"42000",
+                    format!(
+                        "Variable 'character_set_client' can't be set to the value of '{}'",
+                        charset.to_ascii_lowercase()
+                    ),
+                ));
+            }
             decoding_for(charset)
                 .map_err(|m| ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", m))?;
         }

@@ -25,6 +25,12 @@ const REFUSED: [&str; 5] = ["gbk", "sjis", "big5", "cp932", "gb18030"];
 /// Character sets that cannot be a client character set in MySQL either.
 const NOT_CLIENT: [&str; 5] = ["ucs2", "utf16", "utf16le", "utf32", "filename"];
 
+/// Whether `charset` can be a client character set at all (MySQL and MariaDB refuse
+/// `SET NAMES ucs2` with 1231, as the proxy does).
+pub fn can_be_client(charset: &str) -> bool {
+    !NOT_CLIENT.contains(&charset.to_ascii_lowercase().as_str())
+}
+
 /// Decides how to read statements in `charset`; `Err` holds the reason it is refused.
 pub fn decoding_for(charset: &str) -> Result<Decoding, String> {
     let cs = charset.to_ascii_lowercase();
