@@ -21,6 +21,9 @@ pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 /// ER_UNKNOWN_CHARACTER_SET: a client character set the proxy refuses.
 pub const ER_UNKNOWN_CHARACTER_SET: u16 = 1115;
+/// ER_QUERY_INTERRUPTED: a statement stopped by KILL QUERY (or KILL) while it waited for a
+/// backend connection.
+pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 /// A variable given a value it cannot take (`SET NAMES ucs2`: not a client character set).
 pub const ER_WRONG_VALUE_FOR_VAR: u16 = 1231;
 /// ER_PARSE_ERROR.

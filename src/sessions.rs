@@ -35,6 +35,10 @@ pub struct SessionHandle {
     killed: AtomicBool,
     draining: AtomicBool,
     wake: Notify,
+    /// KILL QUERY (or KILL) reached the statement running now: a wait for a pooled
+    /// connection gives up with 1317. Cleared when the next command starts.
+    query_killed: AtomicBool,
+    query_wake: Notify,
 }
 
 /// What a session does now, as `SHOW PROCESSLIST` shows it.
@@ -113,10 +117,45 @@ impl SessionHandle {
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = running;
     }
 
-    /// KILL CONNECTION: the session closes as soon as it can.
+    /// KILL CONNECTION: the session closes as soon as it can; the statement it runs stops
+    /// waiting for a connection ([`SessionHandle::kill_query`]).
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.wake.notify_one();
+        self.kill_query();
+    }
+
+    /// KILL QUERY: the statement running now gives up a wait for a pooled connection (its
+    /// backend threads, if any, are killed by the caller). Does nothing to a statement
+    /// that starts after it.
+    pub fn kill_query(&self) {
+        self.query_killed.store(true, Ordering::SeqCst);
+        self.query_wake.notify_waiters();
+    }
+
+    /// A command from the client starts: a KILL QUERY that came before it was for an
+    /// earlier one (or for none, while the session waited).
+    pub fn command_starts(&self) {
+        self.query_killed.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the statement running now was killed ([`SessionHandle::kill_query`]).
+    pub fn query_killed(&self) -> bool {
+        self.query_killed.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the statement running now is killed.
+    pub async fn query_kill_signal(&self) {
+        loop {
+            let notified = self.query_wake.notified();
+            tokio::pin!(notified);
+            // Registered before the check: a kill between the two still wakes it.
+            notified.as_mut().enable();
+            if self.query_killed() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Whether the session was killed.
@@ -163,6 +202,8 @@ impl Registry {
             killed: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             wake: Notify::new(),
+            query_killed: AtomicBool::new(false),
+            query_wake: Notify::new(),
         });
         let mut sessions = self.lock();
         handle

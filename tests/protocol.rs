@@ -131,6 +131,72 @@ async fn kill_query_of_another_session_stops_its_statement_on_the_right_backend_
     );
 }
 
+/// KILL QUERY of a statement that waits for a pooled connection (every connection of its
+/// datasource is held by another session's transaction) stops the wait with 1317 at once,
+/// and the session goes on; KILL CONNECTION of such a session closes it at once. Before,
+/// the statement waited out `checkout_timeout` and KILL QUERY changed nothing.
+#[tokio::test]
+async fn kill_stops_a_statement_waiting_for_a_pooled_connection() {
+    use mysql_async::prelude::*;
+    use std::time::{Duration, Instant};
+    let mut config = config();
+    for ds in &mut config.datasources {
+        ds.pool_size = 1;
+        ds.checkout_timeout = Duration::from_secs(30);
+    }
+    let h = Harness::start_with(config).await;
+    let id = order_on(0, 3);
+    let read = format!("SELECT status FROM t_order WHERE order_id = {id}");
+    // Connected first: a login reads from ds0 too.
+    let mut holder = h.client().await;
+    let mut killer = h.client().await;
+    let waiters = [h.client().await, h.client().await];
+    // The only connection to ds0, held by a transaction.
+    exec(&mut holder, "BEGIN").await;
+    rows(&mut holder, &read).await;
+
+    for (query_only, mut waiter) in [true, false].into_iter().zip(waiters) {
+        let waiter_id = waiter.id();
+        let started = Instant::now();
+        let waiting = read.clone();
+        let task = tokio::spawn(async move {
+            let r = waiter.query_drop(&waiting).await;
+            (r, waiter)
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let kind = if query_only { "QUERY" } else { "CONNECTION" };
+        exec(&mut killer, &format!("KILL {kind} {waiter_id}")).await;
+        let (r, mut waiter) = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the waiting statement ends")
+            .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "KILL {kind}: {:?}",
+            started.elapsed()
+        );
+        if query_only {
+            assert_eq!(server_code(r), 1317, "KILL QUERY");
+            // The next statement is not interrupted (it waits for the connection, which
+            // the holder gives back).
+            let next = tokio::spawn(async move {
+                let r: Result<Option<String>, _> = waiter.query_first("SELECT 1").await;
+                r
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            exec(&mut holder, "COMMIT").await;
+            assert_eq!(next.await.unwrap().unwrap().as_deref(), Some("1"));
+            exec(&mut holder, "BEGIN").await;
+            rows(&mut holder, &read).await;
+        } else {
+            assert!(r.is_err(), "KILL CONNECTION");
+            assert!(waiter.query_drop("SELECT 1").await.is_err(), "closed");
+        }
+    }
+    exec(&mut holder, "COMMIT").await;
+    h.stop().await;
+}
+
 /// Rows of megabytes are passed on as they arrive (not read whole first): whole, in order,
 /// in both protocols, including one row of exactly one full chunk (an empty chunk ends it) and
 /// one of two chunks; the session goes on in step after them.

@@ -33,6 +33,8 @@ pub struct Wants<'a> {
     pub autocommit: bool,
     /// The client negotiated CLIENT_FOUND_ROWS: connections come from those pools.
     pub found_rows: bool,
+    /// The session, whose KILL QUERY stops a wait for a pooled connection.
+    pub session: Option<&'a crate::sessions::SessionHandle>,
 }
 
 impl Wants<'_> {
@@ -231,7 +233,7 @@ impl Transaction {
         let datasource = wants.config.datasource(ds);
         let mut dead = 0;
         loop {
-            let mut conn = wants.pools.get(ds, wants.found_rows).await?;
+            let mut conn = checkout(ds, wants).await?;
             if !conn.still_alive(IDLE_PROBE_AFTER) {
                 conn.mark_broken();
                 dead += 1;
@@ -463,6 +465,29 @@ impl Transaction {
             }
         }
         *self = Transaction::default();
+    }
+}
+
+/// A connection from `ds`'s pool, or 1317 when the session's statement is killed while it
+/// waits for one (a pool exhausted by other sessions, a server slow to accept).
+async fn checkout(ds: DatasourceId, wants: &Wants<'_>) -> Result<PooledConn, ProxyError> {
+    let get = wants.pools.get(ds, wants.found_rows);
+    let Some(session) = wants.session else {
+        return get.await;
+    };
+    let interrupted = || {
+        ProxyError::client(
+            crate::error::ER_QUERY_INTERRUPTED,
+            b"70100",
+            "Query execution was interrupted",
+        )
+    };
+    if session.query_killed() {
+        return Err(interrupted());
+    }
+    tokio::select! {
+        conn = get => conn,
+        () = session.query_kill_signal() => Err(interrupted()),
     }
 }
 

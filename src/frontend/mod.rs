@@ -162,6 +162,7 @@ pub async fn serve(proxy: Arc<Proxy>, transport: ClientStream, peer: Peer) {
                 break;
             }
         };
+        handle.command_starts();
         let next = command(&mut session, &mut client, &packet, collation).await;
         let flushed = client.flush().await;
         match (next, flushed) {

@@ -438,6 +438,9 @@ impl Session {
                 format!("You are not owner of thread {target_id}"),
             ));
         }
+        if query_only {
+            target.kill_query();
+        }
         kill_running_statement(&target).await?;
         if !query_only {
             target.kill();

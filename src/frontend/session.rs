@@ -251,6 +251,7 @@ impl Session {
             database,
             autocommit: self.autocommit,
             found_rows: self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS),
+            session: Some(&self.handle),
         };
         (&mut self.txn, wants)
     }
