@@ -485,6 +485,11 @@ async fn checkout(ds: DatasourceId, wants: &Wants<'_>) -> Result<PooledConn, Pro
     if session.query_killed() {
         return Err(interrupted());
     }
+    tokio::pin!(get);
+    // An idle connection is there at once (the usual case): no watch on kills.
+    if let Some(conn) = futures_util::FutureExt::now_or_never(get.as_mut()) {
+        return conn;
+    }
     tokio::select! {
         conn = get => conn,
         () = session.query_kill_signal() => Err(interrupted()),
