@@ -102,6 +102,6 @@ ls "$raw"/*.profraw >/dev/null 2>&1 \
 "$profdata" merge -o "$work/merged.profdata" "$raw"/*.profraw
 
 echo "build-pgo: optimised build (target/pgo)" >&2
-RUSTFLAGS="-Cprofile-use=$work/merged.profdata -Cllvm-args=-pgo-warn-mismatch" \
+RUSTFLAGS="-Cprofile-use=$work/merged.profdata" \
     cargo build --release --locked -q --target-dir target/pgo
 echo "$repo/target/pgo/release/routekey-proxy"
