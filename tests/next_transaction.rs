@@ -239,3 +239,81 @@ async fn turning_autocommit_on_commits_the_open_transaction() {
     exec(&mut c, &write).await;
     h.stop().await;
 }
+
+/// Texts MariaDB refuses are refused when sent (1064), several `SET TRANSACTION`s add up,
+/// a statement that fails after opening its table spends them (one refused before does
+/// not), and a `FROM` that names no table is not a transaction. Found by an attack on the
+/// first version, which stored the last text unchecked, kept the characteristics after
+/// any failure and took any `FROM` for a table.
+#[tokio::test]
+async fn characteristics_are_checked_added_up_and_spent_as_mariadb_does() {
+    let h = Harness::start().await;
+    let (id, read, write) = order();
+    let no_column = format!("SELECT nosuchcol FROM t_order WHERE order_id = {id}");
+    let seen = same_as_mariadb(
+        &h,
+        &[
+            "SET TRANSACTION ISOLATION LEVEL FOO",
+            "SET TRANSACTION READ ONLY, READ WRITE",
+            "SET TRANSACTION",
+            &read,
+            "START TRANSACTION READ WRITE, READ ONLY",
+            "BEGIN foo",
+            &read,
+            "SET TRANSACTION READ ONLY",
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            &write,
+            "SELECT EXTRACT(YEAR FROM NOW()) > 2000",
+            "SELECT * FROM (SELECT 1 AS a) d",
+            &write,
+            "SELECT * FROM t_nosuch",
+            &write,
+            &no_column,
+            &write,
+            "SET TRANSACTION READ ONLY",
+            "SET autocommit = 0",
+            &no_column,
+            "SELECT @@in_transaction",
+            &write,
+            "ROLLBACK",
+            "SET autocommit = 1",
+            "KILL QUERY CONNECTION_ID()",
+        ],
+    )
+    .await;
+    let codes: Vec<u16> = seen.iter().map(|s| s.0).collect();
+    assert_eq!(
+        codes,
+        [
+            1064, 1064, 1064, 0, 1064, 1064, 0, 0, 0, 1792, 0, 0, 1792, 1146, 1792, 1054, 0, 0, 0,
+            1054, 0, 1792, 0, 0, 1317
+        ],
+        "{seen:?}"
+    );
+    h.stop().await;
+}
+
+/// A `BEGIN` text MariaDB refuses after a pending `SET TRANSACTION` never reaches a pooled
+/// connection: the next session, on the same connection (pools of one), is neither read
+/// only nor serializable. Before the fix the BEGIN failed on the connection at the first
+/// statement and the connection went back to the pool with READ ONLY pending.
+#[tokio::test]
+async fn a_refused_begin_leaves_nothing_pending_for_the_next_session() {
+    let mut config = config();
+    for ds in &mut config.datasources {
+        ds.pool_size = 1;
+    }
+    let h = Harness::start_with(config).await;
+    let (_, read, write) = order();
+    let mut a = h.client().await;
+    exec(&mut a, "SET TRANSACTION READ ONLY").await;
+    assert_eq!(
+        error_code(&mut a, "START TRANSACTION READ WRITE, READ ONLY").await,
+        1064
+    );
+    rows(&mut a, &read).await;
+    drop(a);
+    let mut b = h.client().await;
+    exec(&mut b, &write).await;
+    h.stop().await;
+}

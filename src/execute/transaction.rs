@@ -16,6 +16,7 @@ use crate::backend::{BackendConn, PooledConn, Pools, vars::SessionVars};
 use crate::config::{Config, DatasourceId};
 use crate::error::ProxyError;
 use crate::rewrite::quote_ident;
+use crate::sql::characteristics::Characteristics;
 
 /// What a backend connection must carry to serve one session.
 #[derive(Clone, Copy)]
@@ -64,8 +65,11 @@ pub struct Transaction {
     /// `BEGIN`). A connection held from before `BEGIN` (a pinned session's) joins when the
     /// transaction first uses it, as a connection taken from the pool does.
     joined: Vec<DatasourceId>,
-    /// `SET TRANSACTION ...` for the next transaction only.
+    /// `SET TRANSACTION ...` for the next transaction only, as one statement giving all
+    /// the characteristics set since the last transaction.
     next_characteristics: Option<Vec<u8>>,
+    /// The same, read.
+    next_parsed: Characteristics,
     /// Savepoints in the order they were set.
     savepoints: Vec<String>,
     /// The datasource this transaction writes to (one at most, until XA).
@@ -146,19 +150,27 @@ impl Transaction {
         self.joined.clear();
     }
 
-    /// `SET TRANSACTION ...` for the next transaction only.
-    pub fn set_next_characteristics(&mut self, sql: &[u8]) {
-        self.next_characteristics = Some(sql.to_vec());
+    /// `SET TRANSACTION ...` for the next transaction only: added to those set before
+    /// ([`Characteristics::then`]).
+    pub fn set_next_characteristics(&mut self, later: Characteristics) {
+        self.next_parsed = self.next_parsed.then(later);
+        self.next_characteristics = Some(self.next_parsed.sql());
     }
 
-    /// The pending `SET TRANSACTION ...` text, if any.
+    /// The pending characteristics as one `SET TRANSACTION` statement, if any.
     pub fn next_characteristics(&self) -> Option<&[u8]> {
         self.next_characteristics.as_deref()
     }
 
-    /// The pending characteristics are spent (by a statement's implicit commit).
+    /// The pending characteristics, if any.
+    pub fn pending_characteristics(&self) -> Option<Characteristics> {
+        self.next_characteristics.as_ref().map(|_| self.next_parsed)
+    }
+
+    /// The pending characteristics are spent.
     pub fn clear_next_characteristics(&mut self) {
         self.next_characteristics = None;
+        self.next_parsed = Characteristics::default();
     }
 
     /// The connection to `ds` this session uses: the one it holds, or one from the pool
@@ -211,13 +223,18 @@ impl Transaction {
             return Ok(());
         }
         let conn = held.get_mut(&ds).expect("held");
-        start_on(
+        if let Err(e) = start_on(
             conn,
             Some(begin),
             next_characteristics.as_deref(),
             savepoints,
         )
-        .await?;
+        .await
+        {
+            // Characteristics may be left pending there: not this transaction's.
+            conn.mark_broken();
+            return Err(e);
+        }
         joined.push(ds);
         Ok(())
     }
@@ -308,13 +325,19 @@ impl Transaction {
             }
         }
         if self.in_transaction() || !wants.autocommit {
-            start_on(
+            let started = start_on(
                 conn,
                 self.begin.as_deref(),
                 self.next_characteristics.as_deref(),
                 &self.savepoints,
             )
-            .await?;
+            .await;
+            if let Err(e) = started {
+                // A `SET TRANSACTION` that ran before a failed `BEGIN` stays pending on the
+                // connection: it must not reach another session through the pool.
+                conn.mark_broken();
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -415,7 +438,7 @@ impl Transaction {
     pub fn ended(&mut self) {
         self.begin = None;
         self.joined.clear();
-        self.next_characteristics = None;
+        self.clear_next_characteristics();
         self.savepoints.clear();
         self.write_datasource = None;
         self.release_idle();

@@ -22,7 +22,8 @@
 use super::client::Client;
 use super::session::Session;
 use crate::error::ProxyError;
-use crate::sql::lexer::{Token, TokenKind};
+use crate::sql::characteristics::parse_set_transaction;
+use crate::sql::lexer::{Lexed, Token, TokenKind};
 use crate::sql::{Analysis, Target, Verb};
 
 /// What [`Session::open_for_characteristics`] did, for
@@ -79,18 +80,24 @@ impl Session {
                 ran
             }
             ForCharacteristics::Opened => {
-                let chars = self.txn.next_characteristics().map(<[u8]>::to_vec);
+                let chars = self.txn.pending_characteristics();
                 match ran {
                     Ok(value) if self.autocommit => {
                         self.txn.end(b"COMMIT").await?;
                         Ok(value)
                     }
                     Ok(value) => Ok(value),
+                    Err(e) if spends_characteristics(&e) && !self.autocommit => {
+                        // The transaction it started stays open, with them, as on MariaDB.
+                        Err(e)
+                    }
                     Err(e) => {
                         // Nothing else was in the transaction (none was open before).
                         self.txn.end(b"ROLLBACK").await.ok();
-                        if let Some(chars) = chars {
-                            self.txn.set_next_characteristics(&chars);
+                        if !spends_characteristics(&e) {
+                            if let Some(chars) = chars {
+                                self.txn.set_next_characteristics(chars);
+                            }
                         }
                         Err(e)
                     }
@@ -99,21 +106,43 @@ impl Session {
         }
     }
 
-    /// Answers `SET TRANSACTION ...` (next transaction only) outside a transaction: kept
-    /// for the statement that starts the next one.
+    /// Answers `SET TRANSACTION ...` (next transaction only) outside a transaction: checked
+    /// (1064 for a text MariaDB refuses), then kept for the statement that starts the next
+    /// transaction, added to what earlier ones set.
     pub(super) fn set_next_characteristics(
         &mut self,
         client: &mut Client,
         sql: &[u8],
+        lexed: &Lexed,
         more: bool,
     ) -> Result<(), ProxyError> {
-        self.txn.set_next_characteristics(sql);
+        let tokens: Vec<Token> = lexed
+            .tokens
+            .iter()
+            .filter(|t| !t.is_exec_marker())
+            .cloned()
+            .collect();
+        let after = tokens
+            .iter()
+            .position(|t| t.is_word(sql, "transaction"))
+            .map_or(tokens.len(), |i| i + 1);
+        let chars = parse_set_transaction(sql, &tokens[after..]).map_err(syntax_error)?;
+        self.txn.set_next_characteristics(chars);
         self.warnings.clear();
         client.ok(&crate::protocol::packets::OkInfo {
             status: self.final_status(more),
             ..Default::default()
         })
     }
+}
+
+/// MariaDB's answer to a transaction statement it cannot read.
+pub(super) fn syntax_error(what: String) -> ProxyError {
+    ProxyError::client(
+        crate::error::ER_PARSE_ERROR,
+        b"42000",
+        format!("You have an error in your SQL syntax: {what}"),
+    )
 }
 
 /// Whether MariaDB would count a statement as a transaction that spends pending
@@ -132,11 +161,80 @@ fn touches_tables(analysis: &Analysis, sql: &[u8], tokens: &[Token]) -> bool {
     }
 }
 
-/// A `FROM` followed by something other than `DUAL`, at any depth.
+/// Whether a statement that failed with `e` spent the characteristics on MariaDB
+/// (measured on 10.11): a statement the server refused before it opened a table (1146
+/// unknown table, 1049 unknown database, 1142 no privilege) or refused for the
+/// characteristics themselves (1792, a write in a READ ONLY transaction) leaves them
+/// pending; one that failed later (1054 unknown column, 1062 duplicate key, ...) spent
+/// them. A statement the proxy refused or that never got an answer leaves them pending.
+fn spends_characteristics(e: &ProxyError) -> bool {
+    match e {
+        ProxyError::Backend { code, .. } => !matches!(code, 1792 | 1146 | 1049 | 1142 | 1044),
+        _ => false,
+    }
+}
+
+/// A `FROM` naming a table, at any depth: followed by a name (not `DUAL`, not a common
+/// table expression's name, not a table function such as `JSON_TABLE(...)`), and not the
+/// `FROM` inside `EXTRACT(YEAR FROM ...)`, `TRIM(... FROM ...)` or `SUBSTRING(... FROM
+/// ...)`. A derived table `FROM (SELECT ...)` counts by the `FROM`s inside it. Tables of
+/// engines without transactions (MyISAM, `information_schema`, the Sequence engine's
+/// `seq_1_to_3`) count too: the proxy does not know a table's engine.
 fn reads_a_table(sql: &[u8], tokens: &[Token]) -> bool {
-    tokens
-        .windows(2)
-        .any(|w| w[0].is_word(sql, "from") && !w[1].is_word(sql, "dual"))
+    let ctes = cte_names(sql, tokens);
+    // For each open parenthesis: whether it is a function's argument list (a `FROM` there
+    // is the function's own) rather than a subquery or a derived table.
+    let mut in_function: Vec<bool> = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is_punct(sql, "(") {
+            let function = i > 0
+                && matches!(tokens[i - 1].kind, TokenKind::Word)
+                && !tokens
+                    .get(i + 1)
+                    .is_some_and(|n| n.is_word(sql, "select") || n.is_word(sql, "with"));
+            in_function.push(function);
+        } else if t.is_punct(sql, ")") {
+            in_function.pop();
+        } else if t.is_word(sql, "from") && !in_function.last().copied().unwrap_or(false) {
+            let Some(name) = tokens.get(i + 1) else {
+                continue;
+            };
+            let named = matches!(name.kind, TokenKind::Word | TokenKind::QuotedIdent)
+                && !name.is_word(sql, "dual")
+                && !tokens.get(i + 2).is_some_and(|n| n.is_punct(sql, "("))
+                && !ctes.iter().any(|c| name.bytes(sql).eq_ignore_ascii_case(c));
+            if named {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The names `WITH [RECURSIVE] name [(columns)] AS (...) [, name AS (...)]` declares.
+fn cte_names<'s>(sql: &'s [u8], tokens: &[Token]) -> Vec<&'s [u8]> {
+    let mut names = Vec::new();
+    if !tokens.first().is_some_and(|t| t.is_word(sql, "with")) {
+        return names;
+    }
+    let mut depth = 0usize;
+    let mut expect_name = true;
+    for t in &tokens[1..] {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth = depth.saturating_sub(1);
+        } else if depth == 0 && t.is_punct(sql, ",") {
+            expect_name = true;
+        } else if depth == 0 && expect_name && !t.is_word(sql, "recursive") {
+            if t.is_word(sql, "select") {
+                break;
+            }
+            names.push(t.bytes(sql));
+            expect_name = false;
+        }
+    }
+    names
 }
 
 fn first_word<'t>(sql: &[u8], tokens: &'t [Token]) -> Option<&'t Token> {
@@ -186,5 +284,38 @@ mod tests {
         assert!(!touches("DO 1", Verb::Other));
         assert!(!touches("SHOW TABLES FROM db", Verb::Other));
         assert!(!touches("HELP 'x'", Verb::Other));
+        assert!(!touches(
+            "SELECT EXTRACT(YEAR FROM NOW()) > 2000",
+            Verb::Select
+        ));
+        assert!(!touches(
+            "SELECT TRIM(LEADING 'x' FROM 'xxa')",
+            Verb::Select
+        ));
+        assert!(!touches("SELECT SUBSTRING('abc' FROM 2)", Verb::Select));
+        assert!(!touches("SELECT * FROM (SELECT 1 AS a) t", Verb::Select));
+        assert!(!touches(
+            "WITH x AS (SELECT 1 AS a), y AS (SELECT 2) SELECT * FROM x, y",
+            Verb::Select
+        ));
+        assert!(!touches(
+            "SELECT * FROM JSON_TABLE('[1]', '$[*]' COLUMNS (a INT PATH '$')) j",
+            Verb::Select
+        ));
+    }
+
+    #[test]
+    fn tables_inside_subqueries_and_ctes_count() {
+        assert!(touches("SELECT * FROM (SELECT a FROM t) d", Verb::Select));
+        assert!(touches("SELECT EXISTS(SELECT 1 FROM t)", Verb::Select));
+        assert!(touches(
+            "SELECT COALESCE((SELECT a FROM t), 0)",
+            Verb::Select
+        ));
+        assert!(touches(
+            "WITH x AS (SELECT a FROM t) SELECT * FROM x",
+            Verb::Select
+        ));
+        assert!(touches("SELECT 1 FROM `t`", Verb::Select));
     }
 }

@@ -313,12 +313,23 @@ impl Session {
         sql: &[u8],
         more: bool,
     ) -> Result<(), ProxyError> {
+        let lexed = crate::sql::lexer::lex(sql, self.lex_mode);
+        let tokens: Vec<_> = lexed
+            .tokens
+            .iter()
+            .filter(|t| !t.is_exec_marker())
+            .cloned()
+            .collect();
+        // Checked here: the text is replayed later on each datasource the transaction
+        // touches, where a refusal would come too late (and leave a pending `SET
+        // TRANSACTION` on a pooled connection).
+        crate::sql::characteristics::check_begin(sql, &tokens)
+            .map_err(super::characteristics::syntax_error)?;
         if self.in_transaction() {
             // MySQL commits the open transaction first.
             self.txn.end(b"COMMIT").await?;
         }
         self.txn.begin(sql);
-        let lexed = crate::sql::lexer::lex(sql, self.lex_mode);
         let snapshot = lexed
             .tokens
             .windows(2)
@@ -421,8 +432,12 @@ impl Session {
         let target_id = id.and_then(|i| u32::try_from(i).ok()).ok_or_else(unknown)?;
         if target_id == self.id {
             if query_only {
-                // Nothing of this session runs while it executes KILL.
-                return self.ok(client, more);
+                // As MariaDB answers: the statement killed is this KILL itself.
+                return Err(ProxyError::client(
+                    crate::error::ER_QUERY_INTERRUPTED,
+                    b"70100",
+                    "Query execution was interrupted",
+                ));
             }
             // As MariaDB does: an error, then the connection closes.
             client.error(&ProxyError::client(1927, b"70100", "Connection was killed"))?;

@@ -201,7 +201,7 @@ impl Session {
             && !self.in_transaction()
         {
             // Applies to the next transaction only (`super::characteristics`).
-            return self.set_next_characteristics(client, sql, more);
+            return self.set_next_characteristics(client, sql, lexed, more);
         }
         // Forms whose effect cannot be read back (SET ROLE, SET PASSWORD, SET TRANSACTION
         // inside a transaction) run on every held connection and pin the session.
@@ -283,14 +283,14 @@ impl Session {
     /// succeeds or a transaction ends), so the session keeps them pending, and a `COMMIT` on
     /// each connection that had them clears them there before it goes back to the pool.
     async fn autocommit_turned_on(&mut self) -> Result<(), ProxyError> {
-        let chars = self.txn.next_characteristics().map(<[u8]>::to_vec);
+        let chars = self.txn.pending_characteristics();
         if chars.is_some() && self.txn.explicit() {
             self.txn.end(b"COMMIT").await?;
         } else {
             self.txn.ended();
         }
         if let Some(chars) = chars {
-            self.txn.set_next_characteristics(&chars);
+            self.txn.set_next_characteristics(chars);
         }
         Ok(())
     }

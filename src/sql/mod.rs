@@ -12,6 +12,7 @@
 //! for one statement applies to every statement of the same shape.
 
 pub mod analyze;
+pub mod characteristics;
 pub mod charset;
 pub mod command;
 pub mod hints;
