@@ -73,3 +73,50 @@ async fn a_user_variable_assigned_by_a_statement_on_one_datasource_is_seen_on_th
     assert_eq!(got, Some(None), "another client");
     h.stop().await;
 }
+
+/// A carried string keeps its character set and collation, whatever bytes it holds: a
+/// backslash or a newline, latin1, a binary collation; set by `SET` or by `INTO`. Before,
+/// such a value arrived on the other datasource as a binary string (`UPPER` did nothing,
+/// `CHARSET` said binary), latin1 became utf8mb4 and the collation the connection's.
+/// Found by the attack helper.
+#[tokio::test]
+async fn a_carried_string_keeps_its_character_set_and_collation() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let far = order_on(1, 3);
+    exec(
+        &mut c,
+        &format!(
+            "SELECT 'a\\\\b', CONCAT('x', '\\n', 'y'), CONVERT('xé' USING latin1), 'Ab' COLLATE utf8mb4_bin \
+             INTO @bs, @nl, @l, @cb FROM t_order WHERE order_id = {far}"
+        ),
+    )
+    .await;
+    exec(&mut c, "SET @s = 'c\\\\d'").await;
+    let got: Option<(String, String, String, String, String, u8)> = c
+        .query_first(
+            "SELECT UPPER(@bs), CHARSET(@bs), CHARSET(@nl), CONCAT(CHARSET(@l), ' ', HEX(@l)), UPPER(@s), @cb = 'ab'",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        got,
+        Some((
+            "A\\B".to_owned(),
+            "utf8mb4".to_owned(),
+            "utf8mb4".to_owned(),
+            "latin1 78E9".to_owned(),
+            "C\\D".to_owned(),
+            0
+        ))
+    );
+    // And on an order of the second datasource, where `SET @s` was carried.
+    let sql = format!("SELECT UPPER(@s), CHARSET(@s) FROM t_order WHERE order_id = {far}");
+    let got: Option<(String, String)> = c.query_first(&sql).await.unwrap();
+    assert_eq!(
+        got,
+        Some(("C\\D".to_owned(), "utf8mb4".to_owned())),
+        "{sql}"
+    );
+    h.stop().await;
+}

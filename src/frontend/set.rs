@@ -141,7 +141,10 @@ fn linked_charset_var(name: &str) -> Option<&'static str> {
 /// The values of `names` on `conn`, as SQL literals (`NULL` included). Character set and
 /// collation names are read as bytes and given as quoted strings, whatever the session's
 /// results character set: as hex literals (`SET NAMES binary`) or in UTF-16, `SET NAMES`
-/// and the variables would not take them.
+/// and the variables would not take them. A user variable holding a string is read as its
+/// own bytes with its character set and collation, and given as `_cs X'..' COLLATE c`: set
+/// from that on another connection it is the same string (a quoted literal in the
+/// connection's character set turned `'a\\b'` into bytes and latin1 into utf8mb4).
 async fn read_back(
     conn: &mut BackendConn,
     names: &[String],
@@ -152,7 +155,10 @@ async fn read_back(
     let select = names
         .iter()
         .map(|v| match v.strip_prefix('@') {
-            Some(user) => format!("@{}", crate::rewrite::quote_ident(user)),
+            Some(user) => {
+                let u = format!("@{}", crate::rewrite::quote_ident(user));
+                format!("{u}, CONVERT(CHARSET({u}) USING binary), CONVERT(COLLATION({u}) USING binary), CAST({u} AS BINARY)")
+            }
             // As bytes: a name read in the results character set (utf16, ucs2) would not
             // read back as a name.
             None if names_a_charset(v) => format!("CONVERT(@@session.{v} USING binary)"),
@@ -165,23 +171,50 @@ async fn read_back(
     let select = format!("SELECT {select} LIMIT 1");
     let (columns, rows) = conn.query_rows(select.as_bytes()).await?;
     let row = rows.into_iter().next().unwrap_or_default();
+    let cell = |i: usize| row.get(i).cloned().flatten();
+    let mut i = 0;
     Ok(names
         .iter()
-        .enumerate()
-        .map(|(i, name)| {
+        .map(|name| {
             let column = columns.get(i);
-            let value = match row.get(i).cloned().flatten() {
+            let value = match cell(i) {
                 None => b"NULL".to_vec(),
                 Some(v) if names_a_charset(name) => quote_string(&v),
-                Some(v) => literal_of(
-                    &v,
-                    column.map_or(0, |c| c.column_type),
-                    column.map_or(33, |c| c.charset),
-                ),
+                Some(v) => {
+                    let column_type = column.map_or(0, |c| c.column_type);
+                    match (name.starts_with('@'), cell(i + 1), cell(i + 2), cell(i + 3)) {
+                        (true, Some(cs), Some(collation), Some(bytes))
+                            if !numeric(column_type) && cs != b"binary" =>
+                        {
+                            string_literal(&cs, &collation, &bytes)
+                        }
+                        _ => literal_of(&v, column_type, column.map_or(33, |c| c.charset)),
+                    }
+                }
             };
+            i += if name.starts_with('@') { 4 } else { 1 };
             (name.clone(), value)
         })
         .collect())
+}
+
+/// `_cs X'..' COLLATE collation`: `bytes` as a string of that character set and collation
+/// (names as the server gave them: letters, digits and `_` only, or the plain literal).
+fn string_literal(charset: &[u8], collation: &[u8], bytes: &[u8]) -> Vec<u8> {
+    let name =
+        |n: &[u8]| !n.is_empty() && n.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_');
+    if !name(charset) || !name(collation) {
+        return quote_string(bytes);
+    }
+    let mut out = b"_".to_vec();
+    out.extend_from_slice(charset);
+    out.extend_from_slice(b" X'");
+    for b in bytes {
+        out.extend_from_slice(format!("{b:02X}").as_bytes());
+    }
+    out.extend_from_slice(b"' COLLATE ");
+    out.extend_from_slice(collation);
+    out
 }
 
 impl Session {
