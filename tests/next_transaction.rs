@@ -256,6 +256,7 @@ async fn characteristics_are_checked_added_up_and_spent_as_mariadb_does() {
             "SET TRANSACTION ISOLATION LEVEL FOO",
             "SET TRANSACTION READ ONLY, READ WRITE",
             "SET TRANSACTION",
+            "SET @a = 1, TRANSACTION READ ONLY",
             &read,
             "START TRANSACTION READ WRITE, READ ONLY",
             "BEGIN foo",
@@ -285,8 +286,8 @@ async fn characteristics_are_checked_added_up_and_spent_as_mariadb_does() {
     assert_eq!(
         codes,
         [
-            1064, 1064, 1064, 0, 1064, 1064, 0, 0, 0, 1792, 0, 0, 1792, 1146, 1792, 1054, 0, 0, 0,
-            1054, 0, 1792, 0, 0, 1317
+            1064, 1064, 1064, 1064, 0, 1064, 1064, 0, 0, 0, 1792, 0, 0, 1792, 1146, 1792, 1054, 0,
+            0, 0, 1054, 0, 1792, 0, 0, 1317
         ],
         "{seen:?}"
     );

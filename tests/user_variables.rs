@@ -110,6 +110,12 @@ async fn a_carried_string_keeps_its_character_set_and_collation() {
             0
         ))
     );
+    // A value of megabytes still reaches the other datasource (as a plain literal: hex
+    // would pass max_allowed_packet there).
+    exec(&mut c, "SET @big = REPEAT('x', 9000000)").await;
+    let sql = format!("SELECT LENGTH(@big) FROM t_order WHERE order_id = {far}");
+    let got: Option<u64> = c.query_first(&sql).await.unwrap();
+    assert_eq!(got, Some(9_000_000), "{sql}");
     // And on an order of the second datasource, where `SET @s` was carried.
     let sql = format!("SELECT UPPER(@s), CHARSET(@s) FROM t_order WHERE order_id = {far}");
     let got: Option<(String, String)> = c.query_first(&sql).await.unwrap();

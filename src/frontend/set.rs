@@ -198,12 +198,18 @@ async fn read_back(
         .collect())
 }
 
+/// Values above this many bytes are carried as plain literals ([`string_literal`]).
+const LARGE_VALUE: usize = 4 << 20;
+
 /// `_cs X'..' COLLATE collation`: `bytes` as a string of that character set and collation
 /// (names as the server gave them: letters, digits and `_` only, or the plain literal).
 fn string_literal(charset: &[u8], collation: &[u8], bytes: &[u8]) -> Vec<u8> {
     let name =
         |n: &[u8]| !n.is_empty() && n.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_');
-    if !name(charset) || !name(collation) {
+    // Hex doubles the size: a value of megabytes would make the `SET` that carries it pass
+    // the servers' max_allowed_packet (every later statement there failing with 1153).
+    // Those keep the plain literal (and lose their character set, as before).
+    if !name(charset) || !name(collation) || bytes.len() > LARGE_VALUE {
         return quote_string(bytes);
     }
     let mut out = b"_".to_vec();
@@ -228,6 +234,12 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         refusal(items)?;
+        if items.len() > 1 && items.contains(&SetItem::Transaction { session: false }) {
+            // `SET TRANSACTION` takes no other assignment (MariaDB: 1064).
+            return Err(super::characteristics::syntax_error(
+                "SET TRANSACTION cannot be combined with other assignments".into(),
+            ));
+        }
         if items
             .iter()
             .any(|i| i == &SetItem::Transaction { session: false })
