@@ -74,7 +74,8 @@ impl Session {
         match done {
             ForCharacteristics::No => ran,
             ForCharacteristics::Implicit => {
-                if ran.is_ok() {
+                // Its implicit commit comes first on MariaDB: spent even when it then fails.
+                if matches!(ran, Ok(_) | Err(ProxyError::Backend { .. })) {
                     self.txn.clear_next_characteristics();
                 }
                 ran
