@@ -90,6 +90,15 @@ impl ProxyError {
         }
     }
 
+    /// 1317: the statement was stopped by `KILL QUERY` (or `KILL`).
+    pub fn interrupted() -> Self {
+        Self::client(
+            ER_QUERY_INTERRUPTED,
+            b"70100",
+            "Query execution was interrupted",
+        )
+    }
+
     /// A statement the proxy does not route yet.
     pub fn not_yet(what: impl std::fmt::Display) -> Self {
         Self::client(

@@ -65,11 +65,9 @@ pub struct Transaction {
     /// `BEGIN`). A connection held from before `BEGIN` (a pinned session's) joins when the
     /// transaction first uses it, as a connection taken from the pool does.
     joined: Vec<DatasourceId>,
-    /// `SET TRANSACTION ...` for the next transaction only, as one statement giving all
-    /// the characteristics set since the last transaction.
-    next_characteristics: Option<Vec<u8>>,
-    /// The same, read.
-    next_parsed: Characteristics,
+    /// `SET TRANSACTION ...` for the next transaction only: every characteristic set since
+    /// the last transaction.
+    next_characteristics: Option<Characteristics>,
     /// Savepoints in the order they were set.
     savepoints: Vec<String>,
     /// The datasource this transaction writes to (one at most, until XA).
@@ -153,24 +151,18 @@ impl Transaction {
     /// `SET TRANSACTION ...` for the next transaction only: added to those set before
     /// ([`Characteristics::then`]).
     pub fn set_next_characteristics(&mut self, later: Characteristics) {
-        self.next_parsed = self.next_parsed.then(later);
-        self.next_characteristics = Some(self.next_parsed.sql());
-    }
-
-    /// The pending characteristics as one `SET TRANSACTION` statement, if any.
-    pub fn next_characteristics(&self) -> Option<&[u8]> {
-        self.next_characteristics.as_deref()
+        let before = self.next_characteristics.unwrap_or_default();
+        self.next_characteristics = Some(before.then(later));
     }
 
     /// The pending characteristics, if any.
-    pub fn pending_characteristics(&self) -> Option<Characteristics> {
-        self.next_characteristics.as_ref().map(|_| self.next_parsed)
+    pub fn next_characteristics(&self) -> Option<Characteristics> {
+        self.next_characteristics
     }
 
     /// The pending characteristics are spent.
     pub fn clear_next_characteristics(&mut self) {
         self.next_characteristics = None;
-        self.next_parsed = Characteristics::default();
     }
 
     /// The connection to `ds` this session uses: the one it holds, or one from the pool
@@ -223,14 +215,7 @@ impl Transaction {
             return Ok(());
         }
         let conn = held.get_mut(&ds).expect("held");
-        if let Err(e) = start_on(
-            conn,
-            Some(begin),
-            next_characteristics.as_deref(),
-            savepoints,
-        )
-        .await
-        {
+        if let Err(e) = start_on(conn, Some(begin), *next_characteristics, savepoints).await {
             // Characteristics may be left pending there: not this transaction's.
             conn.mark_broken();
             return Err(e);
@@ -328,7 +313,7 @@ impl Transaction {
             let started = start_on(
                 conn,
                 self.begin.as_deref(),
-                self.next_characteristics.as_deref(),
+                self.next_characteristics,
                 &self.savepoints,
             )
             .await;
@@ -498,15 +483,8 @@ async fn checkout(ds: DatasourceId, wants: &Wants<'_>) -> Result<PooledConn, Pro
     let Some(session) = wants.session else {
         return get.await;
     };
-    let interrupted = || {
-        ProxyError::client(
-            crate::error::ER_QUERY_INTERRUPTED,
-            b"70100",
-            "Query execution was interrupted",
-        )
-    };
     if session.query_killed() {
-        return Err(interrupted());
+        return Err(ProxyError::interrupted());
     }
     tokio::pin!(get);
     // An idle connection is there at once (the usual case): no watch on kills.
@@ -515,7 +493,7 @@ async fn checkout(ds: DatasourceId, wants: &Wants<'_>) -> Result<PooledConn, Pro
     }
     tokio::select! {
         conn = get => conn,
-        () = session.query_kill_signal() => Err(interrupted()),
+        () = session.query_kill_signal() => Err(ProxyError::interrupted()),
     }
 }
 
@@ -525,12 +503,12 @@ async fn checkout(ds: DatasourceId, wants: &Wants<'_>) -> Result<PooledConn, Pro
 async fn start_on(
     conn: &mut BackendConn,
     begin: Option<&[u8]>,
-    chars: Option<&[u8]>,
+    chars: Option<Characteristics>,
     savepoints: &[String],
 ) -> Result<(), ProxyError> {
     if let Some(begin) = begin {
         if let Some(chars) = chars {
-            conn.execute(chars).await?;
+            conn.execute(&chars.sql()).await?;
         }
         conn.execute(begin).await?;
     }

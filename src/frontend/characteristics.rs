@@ -81,7 +81,7 @@ impl Session {
                 ran
             }
             ForCharacteristics::Opened => {
-                let chars = self.txn.pending_characteristics();
+                let chars = self.txn.next_characteristics();
                 match ran {
                     Ok(value) if self.autocommit => {
                         self.txn.end(b"COMMIT").await?;
@@ -117,12 +117,7 @@ impl Session {
         lexed: &Lexed,
         more: bool,
     ) -> Result<(), ProxyError> {
-        let tokens: Vec<Token> = lexed
-            .tokens
-            .iter()
-            .filter(|t| !t.is_exec_marker())
-            .cloned()
-            .collect();
+        let tokens = &lexed.tokens;
         let after = tokens
             .iter()
             .position(|t| t.is_word(sql, "transaction"))

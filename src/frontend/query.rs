@@ -314,16 +314,10 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         let lexed = crate::sql::lexer::lex(sql, self.lex_mode);
-        let tokens: Vec<_> = lexed
-            .tokens
-            .iter()
-            .filter(|t| !t.is_exec_marker())
-            .cloned()
-            .collect();
         // Checked here: the text is replayed later on each datasource the transaction
         // touches, where a refusal would come too late (and leave a pending `SET
         // TRANSACTION` on a pooled connection).
-        crate::sql::characteristics::check_begin(sql, &tokens)
+        crate::sql::characteristics::check_begin(sql, &lexed.tokens)
             .map_err(super::characteristics::syntax_error)?;
         if self.in_transaction() {
             // MySQL commits the open transaction first.
@@ -433,11 +427,7 @@ impl Session {
         if target_id == self.id {
             if query_only {
                 // As MariaDB answers: the statement killed is this KILL itself.
-                return Err(ProxyError::client(
-                    crate::error::ER_QUERY_INTERRUPTED,
-                    b"70100",
-                    "Query execution was interrupted",
-                ));
+                return Err(ProxyError::interrupted());
             }
             // As MariaDB does: an error, then the connection closes.
             client.error(&ProxyError::client(1927, b"70100", "Connection was killed"))?;

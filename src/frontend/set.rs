@@ -328,7 +328,7 @@ impl Session {
     /// succeeds or a transaction ends), so the session keeps them pending, and a `COMMIT` on
     /// each connection that had them clears them there before it goes back to the pool.
     async fn autocommit_turned_on(&mut self) -> Result<(), ProxyError> {
-        let chars = self.txn.pending_characteristics();
+        let chars = self.txn.next_characteristics();
         if chars.is_some() && self.txn.explicit() {
             self.txn.end(b"COMMIT").await?;
         } else {

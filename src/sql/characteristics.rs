@@ -73,8 +73,10 @@ impl Characteristics {
 }
 
 /// Reads the characteristic list of `SET TRANSACTION` (`tokens`: those after the word
-/// `TRANSACTION`). `Err` holds what is wrong, for a 1064.
+/// `TRANSACTION`; executable-comment markers are skipped). `Err` holds what is wrong, for a
+/// 1064.
 pub fn parse_set_transaction(sql: &[u8], tokens: &[Token]) -> Result<Characteristics, String> {
+    let tokens = &without_markers(tokens);
     let mut out = Characteristics::default();
     let mut i = 0;
     loop {
@@ -114,8 +116,10 @@ pub fn parse_set_transaction(sql: &[u8], tokens: &[Token]) -> Result<Characteris
 }
 
 /// Checks `BEGIN [WORK]` or `START TRANSACTION [property [, property] ...]` (`tokens`: the
-/// whole statement). `Err` holds what is wrong, for a 1064.
+/// whole statement; executable-comment markers are skipped). `Err` holds what is wrong,
+/// for a 1064.
 pub fn check_begin(sql: &[u8], tokens: &[Token]) -> Result<(), String> {
+    let tokens = &without_markers(tokens);
     let word = |k: usize, w: &str| tokens.get(k).is_some_and(|t| t.is_word(sql, w));
     if word(0, "begin") {
         return match tokens.len() {
@@ -150,6 +154,15 @@ pub fn check_begin(sql: &[u8], tokens: &[Token]) -> Result<(), String> {
             Some(_) => return Err("properties are separated by commas".into()),
         }
     }
+}
+
+/// The tokens of `/*! ... */` without its markers: what the server reads.
+fn without_markers(tokens: &[Token]) -> Vec<Token> {
+    tokens
+        .iter()
+        .filter(|t| !t.is_exec_marker())
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
