@@ -13,9 +13,12 @@
 //!   off, the transaction it starts is opened that way and stays open.
 //!
 //! As on MariaDB (measured on 10.11), a statement that touches no table (`SELECT 1`,
-//! `SET @v = 1`, `SHOW ...`) leaves them pending, and so does a statement that fails (a
-//! `READ ONLY` transaction's refused `UPDATE`, 1792): the characteristics apply to the
-//! next one. One difference: MariaDB also leaves them pending after a statement on
+//! `SET @v = 1`, `SHOW ...`) leaves them pending, and so does a statement the server
+//! refused before it opened a table (1146, or a `READ ONLY` transaction's refused `UPDATE`,
+//! 1792): the characteristics apply to the next one. One that failed later (1054, 1062)
+//! spent them ([`spends_characteristics`]). Differences left: `LOCK TABLES` and `FLUSH
+//! TABLES` spend them on MariaDB and not here, and temporary-table DDL is not refused under
+//! a pending `READ ONLY`. And MariaDB also leaves them pending after a statement on
 //! non-transactional tables only (MyISAM, `information_schema`); the proxy, which does not
 //! know a table's engine, counts that statement as the transaction.
 
