@@ -28,6 +28,9 @@ pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 pub const ER_WRONG_VALUE_FOR_VAR: u16 = 1231;
 /// ER_PARSE_ERROR.
 pub const ER_PARSE_ERROR: u16 = 1064;
+/// ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: a statement a `READ ONLY` transaction may not
+/// run (SQLSTATE 25006).
+pub const ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: u16 = 1792;
 /// ER_NO_SUCH_THREAD: KILL of a connection id the client may not kill.
 pub const ER_NO_SUCH_THREAD: u16 = 1094;
 /// ER_NET_PACKET_TOO_LARGE.

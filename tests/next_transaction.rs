@@ -321,3 +321,41 @@ async fn a_refused_begin_leaves_nothing_pending_for_the_next_session() {
     exec(&mut b, &write).await;
     h.stop().await;
 }
+
+/// Temporary-table DDL and `LOCK TABLES`, as MariaDB 10.11 treats them: `CREATE`/`DROP
+/// TEMPORARY TABLE` are refused under a pending `READ ONLY` (1792) and leave it pending, a
+/// write into a temporary table is allowed, and `LOCK TABLES` spends the characteristics
+/// (its implicit commit). Before the fix the proxy ran the temporary-table DDL and kept the
+/// characteristics pending across `LOCK TABLES`, refusing the write after it.
+#[tokio::test]
+async fn temporary_tables_and_lock_tables_under_pending_characteristics() {
+    let h = Harness::start().await;
+    let (_, read, write) = order();
+    let seen = same_as_mariadb(
+        &h,
+        &[
+            "SET TRANSACTION READ ONLY",
+            "CREATE TEMPORARY TABLE tmp_next (a INT)",
+            "DROP TEMPORARY TABLE IF EXISTS tmp_next",
+            "CREATE TEMPORARY TABLE tmp_next (a INT) SELECT 1 AS a",
+            &write,
+            &read,
+            "CREATE TEMPORARY TABLE tmp_next (a INT)",
+            "SET TRANSACTION READ ONLY",
+            "INSERT INTO tmp_next VALUES (1)",
+            "DROP TEMPORARY TABLE tmp_next",
+            "SET TRANSACTION READ ONLY",
+            "LOCK TABLES t_order READ",
+            "UNLOCK TABLES",
+            &write,
+        ],
+    )
+    .await;
+    let codes: Vec<u16> = seen.iter().map(|s| s.0).collect();
+    assert_eq!(
+        codes,
+        [0, 1792, 1792, 1792, 1792, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        "{seen:?}"
+    );
+    h.stop().await;
+}

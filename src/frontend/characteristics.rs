@@ -16,11 +16,14 @@
 //! `SET @v = 1`, `SHOW ...`) leaves them pending, and so does a statement the server
 //! refused before it opened a table (1146, or a `READ ONLY` transaction's refused `UPDATE`,
 //! 1792): the characteristics apply to the next one. One that failed later (1054, 1062)
-//! spent them ([`spends_characteristics`]). Differences left: `LOCK TABLES` and `FLUSH
-//! TABLES` spend them on MariaDB and not here, and temporary-table DDL is not refused under
-//! a pending `READ ONLY`. And MariaDB also leaves them pending after a statement on
-//! non-transactional tables only (MyISAM, `information_schema`); the proxy, which does not
-//! know a table's engine, counts that statement as the transaction.
+//! spent them ([`spends_characteristics`]). DDL and `LOCK TABLES` spend them (their
+//! implicit commit; `Session::lock_tables` for the latter). `CREATE`/`DROP TEMPORARY TABLE` leave them pending, and are refused
+//! with 1792 under a pending `READ ONLY` (the proxy answers, as MariaDB would); `CREATE
+//! TEMPORARY TABLE ... SELECT` is a transaction of its own. Difference left: MariaDB also
+//! leaves them pending after a statement on non-transactional tables only (MyISAM,
+//! `information_schema`); the proxy, which does not know a table's engine, counts that
+//! statement as the transaction. (`FLUSH`, which spends them on MariaDB, is refused by the
+//! proxy.)
 
 use super::client::Client;
 use super::session::Session;
@@ -46,23 +49,33 @@ pub(super) enum ForCharacteristics {
 impl Session {
     /// Before a data statement runs: opens its transaction with the pending `SET
     /// TRANSACTION` characteristics when it is the transaction they are for.
+    ///
+    /// # Errors
+    ///
+    /// 1792 for `CREATE`/`DROP TEMPORARY TABLE` under a pending `READ ONLY`, as MariaDB
+    /// answers them (they leave the characteristics pending there too).
     pub(super) fn open_for_characteristics(
         &mut self,
         analysis: &Analysis,
         sql: &[u8],
         tokens: &[Token],
-    ) -> ForCharacteristics {
-        if self.txn.next_characteristics().is_none()
-            || self.in_transaction()
-            || !touches_tables(analysis, sql, tokens)
-        {
-            return ForCharacteristics::No;
+    ) -> Result<ForCharacteristics, ProxyError> {
+        let Some(chars) = self.txn.next_characteristics() else {
+            return Ok(ForCharacteristics::No);
+        };
+        if self.in_transaction() {
+            return Ok(ForCharacteristics::No);
         }
-        if analysis.verb == Verb::Ddl {
-            return ForCharacteristics::Implicit;
+        match role_of(analysis, sql, tokens) {
+            Role::None => Ok(ForCharacteristics::No),
+            Role::TemporaryTable if chars.read_only == Some(true) => Err(read_only_transaction()),
+            Role::TemporaryTable => Ok(ForCharacteristics::No),
+            Role::ImplicitCommit => Ok(ForCharacteristics::Implicit),
+            Role::Transaction => {
+                self.txn.begin(b"START TRANSACTION");
+                Ok(ForCharacteristics::Opened)
+            }
         }
-        self.txn.begin(b"START TRANSACTION");
-        ForCharacteristics::Opened
     }
 
     /// After the statement ran (`ran`: its outcome, results already relayed): with
@@ -142,6 +155,55 @@ pub(super) fn syntax_error(what: String) -> ProxyError {
         b"42000",
         format!("You have an error in your SQL syntax: {what}"),
     )
+}
+
+/// MariaDB's 1792, for a statement a `READ ONLY` transaction may not run.
+fn read_only_transaction() -> ProxyError {
+    ProxyError::client(
+        crate::error::ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION,
+        b"25006",
+        "Cannot execute statement in a READ ONLY transaction",
+    )
+}
+
+/// What a statement is to pending characteristics on MariaDB (measured on 10.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Touches no table: they stay pending.
+    None,
+    /// Reads or writes a table: it is the transaction they are for.
+    Transaction,
+    /// DDL: its implicit commit spends them (`LOCK TABLES`, answered apart, spends them
+    /// too: `Session::lock_tables`).
+    ImplicitCommit,
+    /// `CREATE`/`DROP TEMPORARY TABLE` without a `SELECT`: they stay pending, and a
+    /// pending `READ ONLY` refuses it (1792).
+    TemporaryTable,
+}
+
+fn role_of(analysis: &Analysis, sql: &[u8], tokens: &[Token]) -> Role {
+    let first = first_word(sql, tokens);
+    let first_is = |w: &str| first.is_some_and(|t| t.is_word(sql, w));
+    if analysis.verb == Verb::Ddl {
+        return Role::ImplicitCommit;
+    }
+    let temporary = (first_is("create") || first_is("drop"))
+        && tokens
+            .iter()
+            .take_while(|t| !t.is_punct(sql, "("))
+            .any(|t| t.is_word(sql, "temporary"));
+    if temporary {
+        return if tokens.iter().any(|t| t.is_word(sql, "select")) {
+            Role::Transaction
+        } else {
+            Role::TemporaryTable
+        };
+    }
+    if touches_tables(analysis, sql, tokens) {
+        Role::Transaction
+    } else {
+        Role::None
+    }
 }
 
 /// Whether MariaDB would count a statement as a transaction that spends pending
@@ -301,6 +363,42 @@ mod tests {
             "SELECT * FROM JSON_TABLE('[1]', '$[*]' COLUMNS (a INT PATH '$')) j",
             Verb::Select
         ));
+    }
+
+    #[test]
+    fn temporary_table_ddl_leaves_them_pending_unless_it_selects() {
+        let role = |sql: &str, verb: Verb| {
+            let lexed = lex(sql.as_bytes(), LexMode::default());
+            let analysis = Analysis {
+                verb,
+                target: Target::Unsharded,
+                session_fns: Vec::new(),
+                pins: true,
+                qualified_tables: Vec::new(),
+            };
+            role_of(&analysis, sql.as_bytes(), &lexed.tokens)
+        };
+        assert_eq!(
+            role("CREATE TEMPORARY TABLE t (a INT)", Verb::Other),
+            Role::TemporaryTable
+        );
+        assert_eq!(
+            role("/*!32311 DROP TEMPORARY TABLE IF EXISTS t */", Verb::Other),
+            Role::TemporaryTable
+        );
+        assert_eq!(
+            role(
+                "CREATE OR REPLACE TEMPORARY TABLE t AS SELECT 1",
+                Verb::Other
+            ),
+            Role::Transaction
+        );
+        assert_eq!(
+            role("CREATE TABLE t (a INT)", Verb::Ddl),
+            Role::ImplicitCommit
+        );
+        assert_eq!(role("SELECT 1", Verb::Select), Role::None);
+        assert_eq!(role("SELECT a FROM t", Verb::Select), Role::Transaction);
     }
 
     #[test]

@@ -78,8 +78,8 @@ pub fn lock_statements(
 }
 
 impl Session {
-    /// `LOCK TABLES`: as MySQL, an open transaction is committed and locks held before are
-    /// released first; then each datasource locks its tables. If one datasource refuses,
+    /// `LOCK TABLES`: as MySQL, an open transaction is committed (and pending `SET
+    /// TRANSACTION` characteristics spent) and locks held before are released first; then each datasource locks its tables. If one datasource refuses,
     /// the others unlock again and its error is returned.
     pub(super) async fn lock_tables(
         &mut self,
@@ -88,6 +88,9 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         let statements = lock_statements(lock, &self.rt.config, self.in_logical_database())?;
+        // Its implicit commit spends pending `SET TRANSACTION` characteristics (MariaDB
+        // 10.11), also when a table then turns out not to exist.
+        self.txn.clear_next_characteristics();
         if self.txn.in_transaction() {
             self.txn.end(b"COMMIT").await?;
         }

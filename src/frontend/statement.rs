@@ -285,9 +285,13 @@ impl Session {
         if extras.calc_found_rows {
             self.found_rows = 0;
         }
-        let opened = self.open_for_characteristics(&s.analysis, sql, s.text.tokens);
-        let ran = self.run_plan(client, plan, binding, extras).await;
-        let mut ran = self.close_for_characteristics(opened, ran).await;
+        let mut ran = match self.open_for_characteristics(&s.analysis, sql, s.text.tokens) {
+            Ok(opened) => {
+                let ran = self.run_plan(client, plan, binding, extras).await;
+                self.close_for_characteristics(opened, ran).await
+            }
+            Err(e) => Err(e),
+        };
         if ran.is_ok() && s.analysis.pins {
             if let Err(e) = self.after_assignments(plan, sql, s.text.tokens).await {
                 ran = Err(e);
