@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, UnixSocket};
-use crate::frontend::stream::{ClientStream, Peer};
+use crate::frontend::stream::{ClientStream, Peer, Transport};
 use crate::proxy::{KILL_GRACE, Proxy};
 
 /// Where clients connect: a TCP listener, a Unix socket listener, or both.
@@ -41,7 +41,7 @@ impl Listeners {
                 Some(l) => l
                     .accept()
                     .await
-                    .map(|(s, addr)| (ClientStream::Tcp(s), Peer::tcp(addr))),
+                    .map(|(s, addr)| (ClientStream::new(Transport::Tcp(s)), Peer::tcp(addr))),
                 None => std::future::pending().await,
             }
         };
@@ -51,7 +51,7 @@ impl Listeners {
                     .listener
                     .accept()
                     .await
-                    .map(|(s, _)| (ClientStream::Unix(s), Peer::local())),
+                    .map(|(s, _)| (ClientStream::new(Transport::Unix(s)), Peer::local())),
                 None => std::future::pending().await,
             }
         };

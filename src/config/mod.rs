@@ -191,6 +191,12 @@ pub struct ServerConfig {
     pub analysis_cache_capacity: u64,
     /// A client that has not finished its handshake by then is dropped (default 10 s).
     pub handshake_timeout: Duration,
+    /// A client that takes none of what the proxy writes to it for this long is
+    /// disconnected (default 60 s, MariaDB's `net_write_timeout`): a client that stopped
+    /// reading a result holds the statement's backend connections only this long, not
+    /// until `query_timeout`. A slow reader that makes progress is not affected. Zero
+    /// disables it. Applies to connections accepted after a reload.
+    pub client_write_timeout: Duration,
     /// Client connections served at once, on TCP and the Unix socket together (default
     /// 2048, ProxySQL's `mysql-max_connections`). One more is answered ER_CON_COUNT_ERROR
     /// (1040, "Too many connections") instead of a greeting and closed. Reloadable.

@@ -128,6 +128,8 @@ pub struct RawServer {
     pub analysis_cache_capacity: u64,
     #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
     pub handshake_timeout: Duration,
+    #[serde(default = "default_client_write_timeout", with = "humantime_serde")]
+    pub client_write_timeout: Duration,
     #[serde(default = "default_drain_timeout", with = "humantime_serde")]
     pub drain_timeout: Duration,
     #[serde(default, with = "humantime_serde")]
@@ -149,6 +151,10 @@ fn default_max_connections() -> usize {
 
 fn default_drain_timeout() -> Duration {
     Duration::from_secs(30)
+}
+
+fn default_client_write_timeout() -> Duration {
+    Duration::from_secs(60)
 }
 
 fn default_handshake_timeout() -> Duration {

@@ -20,7 +20,7 @@ use mysql_common::proto::MySerialize;
 
 use super::auth::{self, Logins};
 use super::client::Client;
-use super::stream::{ClientStream, TlsInfo};
+use super::stream::{ClientStream, TlsInfo, Transport};
 use super::tls::ClientSecurity;
 use crate::config::{AuthPlugin as Plugin, Config, User};
 use crate::error::{ER_ACCESS_DENIED_ERROR, ER_UNKNOWN_CHARACTER_SET, ProxyError};
@@ -160,7 +160,7 @@ pub async fn accept(
 ) -> Result<Option<Hello>, ProxyError> {
     let io = |e: std::io::Error| ProxyError::Io(format!("handshake: {e}"));
     let max_packet = cx.config.server.max_packet_size.min(MAX_HANDSHAKE_PACKET);
-    let tcp = matches!(transport, ClientStream::Tcp(_));
+    let tcp = matches!(transport.transport(), Transport::Tcp(_));
     let mut stream = PacketStream::new(transport, max_packet);
     let nonce = auth::scramble();
     let mut offered = server_capabilities();
@@ -177,15 +177,7 @@ pub async fn accept(
             return bad_handshake(stream, offered, message).await;
         };
         stream = stream
-            .upgrade(|s| async move {
-                match s {
-                    ClientStream::Tcp(tcp) => {
-                        let tls = acceptor.accept(tcp).await?;
-                        Ok(ClientStream::Tls(Box::new(tls)))
-                    }
-                    other => Ok(other),
-                }
-            })
+            .upgrade(|s| s.start_tls(acceptor))
             .await
             .map_err(|e| ProxyError::Io(format!("TLS handshake: {e}")))?;
         let Some(next) = stream.read_packet().await.map_err(io)? else {

@@ -34,7 +34,7 @@ use crate::protocol::packets::{OkInfo, eof_packet};
 use crate::proxy::Proxy;
 use client::Client;
 use session::Session;
-use stream::{ClientStream, Peer};
+use stream::{ClientStream, Peer, Transport};
 
 /// What the loop does after a command.
 enum Next {
@@ -65,14 +65,15 @@ pub async fn refuse_connection(transport: ClientStream, peer: Peer, limit: usize
 }
 
 /// Serves one client connection until it quits or fails.
-pub async fn serve(proxy: Arc<Proxy>, transport: ClientStream, peer: Peer) {
-    if let ClientStream::Tcp(tcp) = &transport {
+pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
+    if let Transport::Tcp(tcp) = transport.transport() {
         let _ = tcp.set_nodelay(true);
     }
     let counted = proxy.clone();
     let _connected = counted.metrics.client_connected();
     let id = proxy.next_connection_id();
     let runtime = proxy.runtime();
+    transport.set_write_timeout(runtime.config.server.client_write_timeout);
     let limit = runtime.config.server.handshake_timeout;
     let version = proxy.server_version().await;
     let peer_text = peer.name.clone();

@@ -1,12 +1,32 @@
 //! The byte stream under a client session: plain TCP, TLS over TCP after the client's
 //! SSLRequest, or a Unix socket (`server.socket`). An enum rather than a boxed trait object,
-//! so each read and write is one `match` (no dynamic dispatch per packet).
+//! so each read and write is one `match` (no dynamic dispatch per packet). Writes carry
+//! `server.client_write_timeout` (MariaDB's `net_write_timeout`).
 
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
 
+/// A client connection: its transport, and the bound on how long a write may wait for the
+/// client to take bytes.
+pub struct ClientStream {
+    transport: Transport,
+    /// `server.client_write_timeout`; `None`: writes wait as long as the client makes them.
+    write_timeout: Option<Duration>,
+    /// Armed when a write first has to wait (the client's receive window is full), cleared
+    /// by any write that makes progress and by every read: a write that completes at once,
+    /// the usual case, never sets up a timer.
+    write_deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
 /// A client connection's transport.
-pub enum ClientStream {
+pub enum Transport {
     /// TCP in clear text.
     Tcp(TcpStream),
     /// TLS over TCP (boxed: the TLS state is large, and the enum moves at the upgrade).
@@ -65,18 +85,59 @@ pub struct TlsInfo {
 }
 
 impl ClientStream {
+    /// A client connection on `transport`, its writes without a timeout until
+    /// [`ClientStream::set_write_timeout`].
+    pub fn new(transport: Transport) -> Self {
+        Self {
+            transport,
+            write_timeout: None,
+            write_deadline: None,
+        }
+    }
+
+    /// Bounds how long a write may wait without the client taking a byte (zero: no bound).
+    /// A write past it fails with `TimedOut`, which ends the session.
+    pub fn set_write_timeout(&mut self, timeout: Duration) {
+        self.write_timeout = (!timeout.is_zero()).then_some(timeout);
+    }
+
+    /// The transport under it.
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// TLS over this stream's TCP (after the client's SSLRequest); another transport is
+    /// kept as it is. The write timeout carries over.
+    ///
+    /// # Errors
+    ///
+    /// The TLS handshake's.
+    pub async fn start_tls(self, acceptor: tokio_rustls::TlsAcceptor) -> io::Result<Self> {
+        let transport = match self.transport {
+            Transport::Tcp(tcp) => Transport::Tls(Box::new(acceptor.accept(tcp).await?)),
+            other => other,
+        };
+        Ok(Self {
+            transport,
+            write_timeout: self.write_timeout,
+            write_deadline: None,
+        })
+    }
+
     /// Whether a user with `require_tls` may log in over this stream: TLS (and local
     /// sockets, when they exist) are secure; clear-text TCP is not.
     pub fn is_secure(&self) -> bool {
-        match self {
-            Self::Tcp(_) => false,
-            Self::Tls(_) | Self::Unix(_) => true,
+        match self.transport {
+            Transport::Tcp(_) => false,
+            Transport::Tls(_) | Transport::Unix(_) => true,
         }
     }
 
     /// The TLS parameters, `None` in clear text.
     pub fn tls_info(&self) -> Option<TlsInfo> {
-        let Self::Tls(tls) = self else { return None };
+        let Transport::Tls(tls) = &self.transport else {
+            return None;
+        };
         let (_, conn) = tls.get_ref();
         let version = match conn.protocol_version()? {
             rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2".to_owned(),
@@ -92,6 +153,97 @@ impl ClientStream {
             .replacen("TLS13_", "TLS_", 1);
         Some(TlsInfo { version, cipher })
     }
+
+    /// A write that returned `Pending`: pending until the client takes bytes or the write
+    /// timeout (counted from the first write that had to wait) runs out.
+    fn poll_write_deadline<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let Some(timeout) = self.write_timeout else {
+            return Poll::Pending;
+        };
+        let deadline = self
+            .write_deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.write_deadline = None;
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the client took none of the reply for {timeout:?} (server.client_write_timeout)"
+                    ),
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The outcome of a write poll: progress (or an error) clears the deadline; `Pending`
+    /// arms it.
+    fn after_write<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match polled {
+            Poll::Ready(result) => {
+                self.write_deadline = None;
+                Poll::Ready(result)
+            }
+            Poll::Pending => self.poll_write_deadline(cx),
+        }
+    }
 }
 
-crate::protocol::delegate_stream_io!(ClientStream { Tcp, Tls, Unix });
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        // A read starts a new exchange: a deadline left by a write that was given up
+        // (its statement cancelled) must not count against the next one.
+        this.write_deadline = None;
+        Pin::new(&mut this.transport).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.transport).poll_write(cx, buf);
+        this.after_write(cx, polled)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.transport).poll_flush(cx);
+        this.after_write(cx, polled)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.transport).poll_shutdown(cx);
+        this.after_write(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.transport).poll_write_vectored(cx, bufs);
+        this.after_write(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.transport.is_write_vectored()
+    }
+}
+
+crate::protocol::delegate_stream_io!(Transport { Tcp, Tls, Unix });

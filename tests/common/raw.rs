@@ -55,6 +55,11 @@ impl RawClient {
         Self { stream }
     }
 
+    /// The socket, for tests that read at their own pace.
+    pub fn socket(&mut self) -> &mut tokio::net::TcpStream {
+        &mut self.stream
+    }
+
     /// Reads raw bytes until the proxy closes the connection; `None` if it is still open
     /// after `within`.
     pub async fn read_to_close(&mut self, within: std::time::Duration) -> Option<Vec<u8>> {

@@ -294,6 +294,7 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
         max_packet_size: raw.server.max_packet_size,
         analysis_cache_capacity: raw.server.analysis_cache_capacity,
         handshake_timeout: raw.server.handshake_timeout,
+        client_write_timeout: raw.server.client_write_timeout,
         max_connections: raw.server.max_connections,
         drain_timeout: raw.server.drain_timeout,
         drain_delay: raw.server.drain_delay,

@@ -1,0 +1,82 @@
+//! Writes to a client that reads slowly or not at all (`server.client_write_timeout`,
+//! MariaDB's `net_write_timeout`): a client that stopped reading its result gives the
+//! statement's backend connections back after the timeout, a slow one that keeps reading is
+//! served to the end.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mysql_async::prelude::*;
+
+/// A scatter whose result (about 30 MB) is far more than the sockets buffer.
+const LARGE_RESULT: &str = "SELECT o.*, REPEAT('x', 20000) AS pad FROM t_order o";
+
+fn pools_of_one(write_timeout: Duration) -> routekey_proxy::config::Config {
+    let mut config = config();
+    for ds in &mut config.datasources {
+        ds.pool_size = 1;
+    }
+    config.server.client_write_timeout = write_timeout;
+    config
+}
+
+/// The stalled session holds every datasource's only pooled connection until its writes
+/// time out; then it is disconnected and another session's scatter gets them within its
+/// checkout timeout. Before the write timeout, the stalled statement held them until
+/// `query_timeout` (10 minutes) and the other session failed with 1429.
+#[tokio::test]
+async fn a_client_that_stops_reading_gives_its_connections_back_after_the_write_timeout() {
+    let h = Harness::start_with(pools_of_one(Duration::from_secs(1))).await;
+    let mut stalled = RawClient::connect(h.addr).await;
+    stalled.send_query(LARGE_RESULT).await;
+    // Let the stalled statement take the connections and fill the sockets.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut other = h.client().await;
+    let count: Option<u64> = other
+        .query_first("SELECT COUNT(*) FROM t_order")
+        .await
+        .expect("the other session's scatter got the connections");
+    assert!(count.unwrap_or(0) > 0);
+    // The stalled client was disconnected: what it did not read, then the close.
+    assert!(
+        stalled
+            .read_to_close(Duration::from_secs(10))
+            .await
+            .is_some(),
+        "the proxy closed the stalled client's connection"
+    );
+    drop(other);
+    h.stop().await;
+}
+
+/// A client that reads its result slowly (one 60 KB row every 10 ms, about 3 seconds for
+/// the whole result, three times the write timeout, while the proxy waits on the socket
+/// between reads) gets every row and its session goes on.
+#[tokio::test]
+async fn a_slow_client_that_keeps_reading_is_served_to_the_end() {
+    let h = Harness::start_with(pools_of_one(Duration::from_secs(1))).await;
+    let mut slow = RawClient::connect(h.addr).await;
+    slow.send_query("SELECT o.order_id, REPEAT('x', 60000) AS pad FROM t_order o LIMIT 300")
+        .await;
+    let (mut eofs, mut rows) = (0, 0);
+    let mut packets = 0;
+    while eofs < 2 {
+        let (_, payload) = read_packet(slow.socket()).await;
+        assert!(!matches!(payload[..], [0xff, ..]), "an error: {payload:?}");
+        packets += 1;
+        if matches!(payload[..], [0xfe, ..]) && payload.len() < 9 {
+            eofs += 1;
+        } else if eofs == 1 {
+            rows += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    assert_eq!(rows, 300, "{packets} packets");
+    match slow.query("SELECT 1").await {
+        RawReply::Rows(first, _) => assert_eq!(first, [Some("1".to_owned())]),
+        other => panic!("the session goes on: {other:?}"),
+    }
+    h.stop().await;
+}
