@@ -359,3 +359,82 @@ async fn temporary_tables_and_lock_tables_under_pending_characteristics() {
     );
     h.stop().await;
 }
+
+/// Found by the attack on the temporary-table change, each step compared with MariaDB:
+/// - a pinned session with autocommit off lost a pending READ ONLY after a refused write
+///   (the connection was taken to be in a transaction, so the next read did not open one
+///   with the characteristics, and the write after it went through);
+/// - a common table expression inside a derived table, a subquery or an executable
+///   comment was taken for a table, and errors MariaDB raises while parsing (1582) spent
+///   the characteristics;
+/// - `SET TRANSACTION READ ONLY, ISOLATION LEVEL ...` was refused (1064);
+/// - `UNLOCK TABLES` with tables locked did not spend them, and `CREATE TEMPORARY
+///   SEQUENCE` was refused under them (MariaDB runs it and spends them).
+#[tokio::test]
+async fn characteristics_after_refusals_ctes_unlock_and_sequences_as_mariadb() {
+    let h = Harness::start().await;
+    let (_, read, write) = order();
+    let seen = same_as_mariadb(
+        &h,
+        &[
+            "CREATE TEMPORARY TABLE tmp_pin (a INT)",
+            "SET autocommit = 0",
+            "SET TRANSACTION READ ONLY",
+            &write,
+            &read,
+            &write,
+            "ROLLBACK",
+            "SET autocommit = 1",
+            "SET TRANSACTION READ ONLY",
+            "SELECT * FROM (WITH x AS (SELECT 1 AS a) SELECT * FROM x) d",
+            "SELECT (WITH x AS (SELECT 1 AS a) SELECT a FROM x)",
+            "SELECT CONCAT() FROM t_order",
+            &write,
+            &read,
+            &write,
+            "SET TRANSACTION READ ONLY, ISOLATION LEVEL SERIALIZABLE",
+            &write,
+            &read,
+            "LOCK TABLES t_order READ",
+            "SET TRANSACTION READ ONLY",
+            "UNLOCK TABLES",
+            &write,
+            "SET TRANSACTION READ ONLY",
+            "CREATE TEMPORARY SEQUENCE sq_next",
+            &write,
+            "DROP TEMPORARY TABLE tmp_pin",
+        ],
+    )
+    .await;
+    let codes: Vec<u16> = seen.iter().map(|s| s.0).collect();
+    assert_eq!(
+        codes,
+        [
+            0, 0, 0, 1792, 0, 1792, 0, 0, 0, 0, 0, 1582, 1792, 0, 0, 0, 1792, 0, 0, 0, 0, 0, 0, 0,
+            0, 0
+        ],
+        "{seen:?}"
+    );
+    h.stop().await;
+}
+
+/// Under `LOCK TABLES`, a statement that pending characteristics would apply to is refused
+/// (1235, naming the way out): the transaction the proxy would open for them releases the
+/// table locks on MariaDB. Before the fix the locks were released silently. The
+/// characteristics stay pending, and `UNLOCK TABLES` spends them.
+#[tokio::test]
+async fn pending_characteristics_never_release_table_locks() {
+    let h = Harness::start().await;
+    let (_, read, write) = order();
+    let mut c = h.client().await;
+    exec(&mut c, "LOCK TABLES t_order READ").await;
+    exec(&mut c, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED").await;
+    assert_eq!(error_code(&mut c, &read).await, 1235);
+    exec(&mut c, "SELECT 1").await;
+    exec(&mut c, "UNLOCK TABLES").await;
+    exec(&mut c, "SET TRANSACTION READ ONLY").await;
+    exec(&mut c, "LOCK TABLES t_order READ").await;
+    exec(&mut c, "UNLOCK TABLES").await;
+    exec(&mut c, &write).await;
+    h.stop().await;
+}

@@ -76,6 +76,14 @@ pub struct Transaction {
     pinned: bool,
     /// A connection holding the transaction or pinned state failed (why).
     lost: Option<String>,
+    /// `LOCK TABLES` holds table locks on the held connections (until `UNLOCK TABLES` or a
+    /// `BEGIN`, which releases them on MariaDB).
+    tables_locked: bool,
+    /// The failed statement's own transaction was rolled back already (one opened for
+    /// pending `SET TRANSACTION` characteristics): [`Transaction::after_failed_statement`]
+    /// must not take its connections to be in a transaction. Set and consumed within one
+    /// statement.
+    rolled_back: bool,
 }
 
 impl Transaction {
@@ -146,6 +154,8 @@ impl Transaction {
     pub fn begin(&mut self, sql: &[u8]) {
         self.begin = Some(sql.to_vec());
         self.joined.clear();
+        // MariaDB's START TRANSACTION releases the table locks (implicit UNLOCK TABLES).
+        self.tables_locked = false;
     }
 
     /// `SET TRANSACTION ...` for the next transaction only: added to those set before
@@ -163,6 +173,22 @@ impl Transaction {
     /// The pending characteristics are spent.
     pub fn clear_next_characteristics(&mut self) {
         self.next_characteristics = None;
+    }
+
+    /// Whether `LOCK TABLES` holds table locks on the session's connections.
+    pub fn tables_locked(&self) -> bool {
+        self.tables_locked
+    }
+
+    /// `LOCK TABLES` took its locks (`true`), or `UNLOCK TABLES` released them.
+    pub fn set_tables_locked(&mut self, locked: bool) {
+        self.tables_locked = locked;
+    }
+
+    /// The transaction opened for the statement that just failed was rolled back: the
+    /// statement leaves no transaction open ([`Transaction::after_failed_statement`]).
+    pub fn statement_rolled_back(&mut self) {
+        self.rolled_back = true;
     }
 
     /// The connection to `ds` this session uses: the one it holds, or one from the pool
@@ -338,6 +364,9 @@ impl Transaction {
     /// After a statement failed: with autocommit off or in an explicit transaction, the
     /// connections it ran on keep their transaction open on the server.
     pub fn after_failed_statement(&mut self, datasources: &[DatasourceId], autocommit: bool) {
+        if std::mem::take(&mut self.rolled_back) {
+            return;
+        }
         if !autocommit || self.begin.is_some() {
             for ds in datasources {
                 if let Some(conn) = self.held.get_mut(ds) {

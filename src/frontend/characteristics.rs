@@ -16,14 +16,23 @@
 //! `SET @v = 1`, `SHOW ...`) leaves them pending, and so does a statement the server
 //! refused before it opened a table (1146, or a `READ ONLY` transaction's refused `UPDATE`,
 //! 1792): the characteristics apply to the next one. One that failed later (1054, 1062)
-//! spent them ([`spends_characteristics`]). DDL and `LOCK TABLES` spend them (their
-//! implicit commit; `Session::lock_tables` for the latter). `CREATE`/`DROP TEMPORARY TABLE` leave them pending, and are refused
-//! with 1792 under a pending `READ ONLY` (the proxy answers, as MariaDB would); `CREATE
-//! TEMPORARY TABLE ... SELECT` is a transaction of its own. Difference left: MariaDB also
-//! leaves them pending after a statement on non-transactional tables only (MyISAM,
-//! `information_schema`); the proxy, which does not know a table's engine, counts that
-//! statement as the transaction. (`FLUSH`, which spends them on MariaDB, is refused by the
-//! proxy.)
+//! spent them ([`spends_characteristics`]). DDL, `LOCK TABLES` and `UNLOCK TABLES` with
+//! tables locked spend them (their implicit commit; `Session::lock_tables` for the latter
+//! two). `CREATE`/`DROP TEMPORARY TABLE` leave them pending, and are refused with 1792
+//! under a pending `READ ONLY` (the proxy answers, as MariaDB would); `CREATE TEMPORARY
+//! TABLE ... SELECT` is a transaction of its own; a temporary sequence's DDL spends them.
+//!
+//! Differences left:
+//! - MariaDB also leaves them pending after a statement on non-transactional tables only
+//!   (MyISAM, `information_schema`); the proxy, which does not know a table's engine,
+//!   counts that statement as the transaction.
+//! - Under `LOCK TABLES`, MariaDB applies them to the next statement on a locked table;
+//!   the proxy refuses that statement (1235: the transaction it would open releases the
+//!   locks) until `UNLOCK TABLES`.
+//! - Statements MariaDB counts as a transaction and the proxy does not (`ANALYZE TABLE`,
+//!   `EXPLAIN`, `SET @v = (SELECT ... FROM t)`) leave them pending here: a later write may
+//!   get 1792 that MariaDB would run, never the reverse.
+//! - `FLUSH`, which spends them on MariaDB, is refused by the proxy.
 
 use super::client::Client;
 use super::session::Session;
@@ -66,7 +75,16 @@ impl Session {
         if self.in_transaction() {
             return Ok(ForCharacteristics::No);
         }
-        match role_of(analysis, sql, tokens) {
+        let role = role_of(analysis, sql, tokens);
+        if self.txn.tables_locked() && role != Role::None {
+            // A transaction opened for them would release the table locks (MariaDB's
+            // START TRANSACTION unlocks tables), and MariaDB applies them to the statement
+            // under the locks, which the proxy cannot do on a pooled connection's behalf.
+            return Err(ProxyError::not_yet(
+                "SET TRANSACTION (next transaction only) followed by a statement on tables under LOCK TABLES: run UNLOCK TABLES first, or use SET SESSION TRANSACTION",
+            ));
+        }
+        match role {
             Role::None => Ok(ForCharacteristics::No),
             Role::TemporaryTable if chars.read_only == Some(true) => Err(read_only_transaction()),
             Role::TemporaryTable => Ok(ForCharacteristics::No),
@@ -111,6 +129,7 @@ impl Session {
                     Err(e) => {
                         // Nothing else was in the transaction (none was open before).
                         self.txn.end(b"ROLLBACK").await.ok();
+                        self.txn.statement_rolled_back();
                         if !spends_characteristics(&e) {
                             if let Some(chars) = chars {
                                 self.txn.set_next_characteristics(chars);
@@ -173,8 +192,8 @@ enum Role {
     None,
     /// Reads or writes a table: it is the transaction they are for.
     Transaction,
-    /// DDL: its implicit commit spends them (`LOCK TABLES`, answered apart, spends them
-    /// too: `Session::lock_tables`).
+    /// DDL, and a temporary sequence's: its implicit commit spends them (`LOCK TABLES`,
+    /// answered apart, spends them too: `Session::lock_tables`).
     ImplicitCommit,
     /// `CREATE`/`DROP TEMPORARY TABLE` without a `SELECT`: they stay pending, and a
     /// pending `READ ONLY` refuses it (1792).
@@ -187,11 +206,13 @@ fn role_of(analysis: &Analysis, sql: &[u8], tokens: &[Token]) -> Role {
     if analysis.verb == Verb::Ddl {
         return Role::ImplicitCommit;
     }
+    let before_parens = || tokens.iter().take_while(|t| !t.is_punct(sql, "("));
     let temporary = (first_is("create") || first_is("drop"))
-        && tokens
-            .iter()
-            .take_while(|t| !t.is_punct(sql, "("))
-            .any(|t| t.is_word(sql, "temporary"));
+        && before_parens().any(|t| t.is_word(sql, "temporary"));
+    if temporary && before_parens().any(|t| t.is_word(sql, "sequence")) {
+        // MariaDB runs a temporary sequence's DDL under a pending READ ONLY and spends them.
+        return Role::ImplicitCommit;
+    }
     if temporary {
         return if tokens.iter().any(|t| t.is_word(sql, "select")) {
             Role::Transaction
@@ -224,13 +245,17 @@ fn touches_tables(analysis: &Analysis, sql: &[u8], tokens: &[Token]) -> bool {
 
 /// Whether a statement that failed with `e` spent the characteristics on MariaDB
 /// (measured on 10.11): a statement the server refused before it opened a table (1146
-/// unknown table, 1049 unknown database, 1142 no privilege) or refused for the
+/// unknown table, 1049 unknown database, 1142 no privilege; 1064, 1066, 1235 and 1582,
+/// found while parsing) or refused for the
 /// characteristics themselves (1792, a write in a READ ONLY transaction) leaves them
 /// pending; one that failed later (1054 unknown column, 1062 duplicate key, ...) spent
 /// them. A statement the proxy refused or that never got an answer leaves them pending.
 fn spends_characteristics(e: &ProxyError) -> bool {
     match e {
-        ProxyError::Backend { code, .. } => !matches!(code, 1792 | 1146 | 1049 | 1142 | 1044),
+        ProxyError::Backend { code, .. } => !matches!(
+            code,
+            1792 | 1146 | 1049 | 1142 | 1044 | 1064 | 1066 | 1235 | 1582
+        ),
         _ => false,
     }
 }
@@ -272,30 +297,70 @@ fn reads_a_table(sql: &[u8], tokens: &[Token]) -> bool {
     false
 }
 
-/// The names `WITH [RECURSIVE] name [(columns)] AS (...) [, name AS (...)]` declares.
+/// The names every `WITH [RECURSIVE] name [(columns)] AS (...) [, name AS (...)]`
+/// declares, at any depth: a common table expression may open the statement, a subquery or
+/// a derived table, or an executable comment.
 fn cte_names<'s>(sql: &'s [u8], tokens: &[Token]) -> Vec<&'s [u8]> {
+    let tokens: Vec<&Token> = tokens.iter().filter(|t| !t.is_exec_marker()).collect();
     let mut names = Vec::new();
-    if !tokens.first().is_some_and(|t| t.is_word(sql, "with")) {
-        return names;
-    }
-    let mut depth = 0usize;
-    let mut expect_name = true;
-    for t in &tokens[1..] {
-        if t.is_punct(sql, "(") {
-            depth += 1;
-        } else if t.is_punct(sql, ")") {
-            depth = depth.saturating_sub(1);
-        } else if depth == 0 && t.is_punct(sql, ",") {
-            expect_name = true;
-        } else if depth == 0 && expect_name && !t.is_word(sql, "recursive") {
-            if t.is_word(sql, "select") {
-                break;
-            }
-            names.push(t.bytes(sql));
-            expect_name = false;
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is_word(sql, "with") {
+            names.extend(declared(sql, &tokens[i + 1..]));
         }
     }
     names
+}
+
+/// The names the list after a `WITH` declares; none when it is not such a list (`WITH
+/// ROLLUP`, `WITH CONSISTENT SNAPSHOT`).
+fn declared<'s>(sql: &'s [u8], tokens: &[&Token]) -> Vec<&'s [u8]> {
+    let mut names = Vec::new();
+    let mut j = usize::from(tokens.first().is_some_and(|t| t.is_word(sql, "recursive")));
+    loop {
+        let Some(name) = tokens
+            .get(j)
+            .filter(|t| matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent))
+        else {
+            return Vec::new();
+        };
+        j += 1;
+        if tokens.get(j).is_some_and(|t| t.is_punct(sql, "(")) {
+            let Some(end) = closing(sql, tokens, j) else {
+                return Vec::new();
+            };
+            j = end + 1;
+        }
+        if !tokens.get(j).is_some_and(|t| t.is_word(sql, "as"))
+            || !tokens.get(j + 1).is_some_and(|t| t.is_punct(sql, "("))
+        {
+            return Vec::new();
+        }
+        let Some(end) = closing(sql, tokens, j + 1) else {
+            return Vec::new();
+        };
+        names.push(name.bytes(sql));
+        j = end + 1;
+        if !tokens.get(j).is_some_and(|t| t.is_punct(sql, ",")) {
+            return names;
+        }
+        j += 1;
+    }
+}
+
+/// Where the parenthesis opened at `open` closes.
+fn closing(sql: &[u8], tokens: &[&Token], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, t) in tokens.iter().enumerate().skip(open) {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth -= 1;
+            if depth == 0 {
+                return Some(k);
+            }
+        }
+    }
+    None
 }
 
 fn first_word<'t>(sql: &[u8], tokens: &'t [Token]) -> Option<&'t Token> {
@@ -397,8 +462,40 @@ mod tests {
             role("CREATE TABLE t (a INT)", Verb::Ddl),
             Role::ImplicitCommit
         );
+        assert_eq!(
+            role("CREATE TEMPORARY SEQUENCE s", Verb::Other),
+            Role::ImplicitCommit
+        );
         assert_eq!(role("SELECT 1", Verb::Select), Role::None);
         assert_eq!(role("SELECT a FROM t", Verb::Select), Role::Transaction);
+    }
+
+    #[test]
+    fn common_table_expressions_at_any_depth_are_no_tables() {
+        assert!(!touches(
+            "SELECT * FROM (WITH x AS (SELECT 1 AS a) SELECT * FROM x) d",
+            Verb::Select
+        ));
+        assert!(!touches(
+            "SELECT (WITH x AS (SELECT 1 AS a) SELECT a FROM x)",
+            Verb::Select
+        ));
+        assert!(!touches(
+            "/*!40000 WITH x AS (SELECT 1 AS a) SELECT * FROM x */",
+            Verb::Select
+        ));
+        assert!(!touches(
+            "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r",
+            Verb::Select
+        ));
+        assert!(touches(
+            "SELECT * FROM (WITH x AS (SELECT a FROM t) SELECT * FROM x) d",
+            Verb::Select
+        ));
+        assert!(touches(
+            "SELECT a, COUNT(*) FROM t GROUP BY a WITH ROLLUP",
+            Verb::Select
+        ));
     }
 
     #[test]

@@ -95,6 +95,7 @@ impl Session {
             self.txn.end(b"COMMIT").await?;
         }
         self.txn.on_every_held(b"UNLOCK TABLES").await?;
+        self.txn.set_tables_locked(false);
         self.txn.pin();
         let mut failure = None;
         for (ds, sql) in &statements {
@@ -112,6 +113,7 @@ impl Session {
             self.txn.release_idle();
             return Err(e);
         }
+        self.txn.set_tables_locked(true);
         self.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
@@ -119,12 +121,17 @@ impl Session {
         })
     }
 
-    /// `UNLOCK TABLES` on every connection the session holds.
+    /// `UNLOCK TABLES` on every connection the session holds. With tables locked, its
+    /// implicit commit spends pending `SET TRANSACTION` characteristics (MariaDB 10.11).
     pub(super) async fn unlock_tables(
         &mut self,
         client: &mut Client,
         more: bool,
     ) -> Result<(), ProxyError> {
+        if self.txn.tables_locked() {
+            self.txn.clear_next_characteristics();
+            self.txn.set_tables_locked(false);
+        }
         let unlocked = self.txn.on_every_held(b"UNLOCK TABLES").await;
         self.txn.release_idle();
         unlocked?;

@@ -234,8 +234,10 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         refusal(items)?;
-        if items.len() > 1 && items.contains(&SetItem::Transaction { session: false }) {
-            // `SET TRANSACTION` takes no other assignment (MariaDB: 1064).
+        if items.len() > 1 && items[1..].contains(&SetItem::Transaction { session: false }) {
+            // `SET TRANSACTION` takes no assignment before it (MariaDB: 1064); what
+            // follows its first characteristic after a comma is another characteristic,
+            // which the characteristics grammar checks.
             return Err(super::characteristics::syntax_error(
                 "SET TRANSACTION cannot be combined with other assignments".into(),
             ));
