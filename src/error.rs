@@ -28,6 +28,8 @@ pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 pub const ER_WRONG_VALUE_FOR_VAR: u16 = 1231;
 /// ER_PARSE_ERROR.
 pub const ER_PARSE_ERROR: u16 = 1064;
+/// ER_TABLE_NOT_LOCKED: a table `LOCK TABLES` did not lock, while tables are locked.
+pub const ER_TABLE_NOT_LOCKED: u16 = 1100;
 /// ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: a statement a `READ ONLY` transaction may not
 /// run (SQLSTATE 25006).
 pub const ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: u16 = 1792;

@@ -438,3 +438,31 @@ async fn pending_characteristics_never_release_table_locks() {
     exec(&mut c, &write).await;
     h.stop().await;
 }
+
+/// While `LOCK TABLES` holds locks, a statement that would run on a datasource where the
+/// session locked no table is refused with MariaDB's 1100, as MariaDB refuses a table it
+/// did not lock; on a datasource with locks MariaDB answers itself. Before the fix, `LOCK
+/// TABLES` of an unsharded table (on the default datasource) let an `UPDATE` of an order on
+/// the other datasource run unlocked (found by the attack on the characteristics changes).
+#[tokio::test]
+async fn a_datasource_without_locks_runs_nothing_under_lock_tables() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    exec(&mut c, "CREATE TABLE IF NOT EXISTS lock_probe (a INT)").await;
+    exec(&mut c, "LOCK TABLES lock_probe READ").await;
+    for ds in [0, 1] {
+        let id = order_on(ds, 3);
+        let update = format!("UPDATE t_order SET status = status WHERE order_id = {id}");
+        assert_eq!(error_code(&mut c, &update).await, 1100, "order on ds{ds}");
+    }
+    exec(&mut c, "SELECT * FROM lock_probe").await;
+    exec(&mut c, "UNLOCK TABLES").await;
+    let id = order_on(1, 3);
+    exec(
+        &mut c,
+        &format!("UPDATE t_order SET status = status WHERE order_id = {id}"),
+    )
+    .await;
+    exec(&mut c, "DROP TABLE lock_probe").await;
+    h.stop().await;
+}

@@ -76,9 +76,10 @@ pub struct Transaction {
     pinned: bool,
     /// A connection holding the transaction or pinned state failed (why).
     lost: Option<String>,
-    /// `LOCK TABLES` holds table locks on the held connections (until `UNLOCK TABLES` or a
-    /// `BEGIN`, which releases them on MariaDB).
-    tables_locked: bool,
+    /// The datasources where `LOCK TABLES` holds table locks on the held connection
+    /// (until `UNLOCK TABLES` or a `BEGIN`, which releases them on MariaDB); empty when no
+    /// table is locked.
+    locked: Vec<DatasourceId>,
     /// The failed statement's own transaction was rolled back already (one opened for
     /// pending `SET TRANSACTION` characteristics): [`Transaction::after_failed_statement`]
     /// must not take its connections to be in a transaction. Set and consumed within one
@@ -155,7 +156,7 @@ impl Transaction {
         self.begin = Some(sql.to_vec());
         self.joined.clear();
         // MariaDB's START TRANSACTION releases the table locks (implicit UNLOCK TABLES).
-        self.tables_locked = false;
+        self.locked.clear();
     }
 
     /// `SET TRANSACTION ...` for the next transaction only: added to those set before
@@ -177,12 +178,18 @@ impl Transaction {
 
     /// Whether `LOCK TABLES` holds table locks on the session's connections.
     pub fn tables_locked(&self) -> bool {
-        self.tables_locked
+        !self.locked.is_empty()
     }
 
-    /// `LOCK TABLES` took its locks (`true`), or `UNLOCK TABLES` released them.
-    pub fn set_tables_locked(&mut self, locked: bool) {
-        self.tables_locked = locked;
+    /// Whether the session's `LOCK TABLES` locked tables on `ds` (while tables are locked,
+    /// MariaDB refuses every table not locked: a datasource with none can run none).
+    pub fn locked_on(&self, ds: DatasourceId) -> bool {
+        self.locked.contains(&ds)
+    }
+
+    /// `LOCK TABLES` took its locks on `datasources`; empty: `UNLOCK TABLES` released them.
+    pub fn set_locked(&mut self, datasources: Vec<DatasourceId>) {
+        self.locked = datasources;
     }
 
     /// The transaction opened for the statement that just failed was rolled back: the

@@ -95,7 +95,7 @@ impl Session {
             self.txn.end(b"COMMIT").await?;
         }
         self.txn.on_every_held(b"UNLOCK TABLES").await?;
-        self.txn.set_tables_locked(false);
+        self.txn.set_locked(Vec::new());
         self.txn.pin();
         let mut failure = None;
         for (ds, sql) in &statements {
@@ -113,7 +113,8 @@ impl Session {
             self.txn.release_idle();
             return Err(e);
         }
-        self.txn.set_tables_locked(true);
+        self.txn
+            .set_locked(statements.iter().map(|(ds, _)| *ds).collect());
         self.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
@@ -130,7 +131,7 @@ impl Session {
     ) -> Result<(), ProxyError> {
         if self.txn.tables_locked() {
             self.txn.clear_next_characteristics();
-            self.txn.set_tables_locked(false);
+            self.txn.set_locked(Vec::new());
         }
         let unlocked = self.txn.on_every_held(b"UNLOCK TABLES").await;
         self.txn.release_idle();

@@ -259,6 +259,24 @@ impl Session {
             }
             _ => {}
         }
+        if self.txn.tables_locked() {
+            if let Some(step) = plan
+                .steps
+                .iter()
+                .find(|s| !self.txn.locked_on(s.datasource))
+            {
+                // MariaDB refuses a table that LOCK TABLES did not lock; a datasource where
+                // the session locked none would run it unlocked.
+                return Err(ProxyError::client(
+                    crate::error::ER_TABLE_NOT_LOCKED,
+                    b"HY000",
+                    format!(
+                        "Table was not locked with LOCK TABLES (the statement runs on datasource {}, where this session's LOCK TABLES locked no table)",
+                        self.rt.config.datasource(step.datasource).name
+                    ),
+                ));
+            }
+        }
         if s.analysis.verb == Verb::Ddl && self.in_transaction() {
             // DDL commits the open transaction first, as MySQL does.
             self.txn.end(b"COMMIT").await?;
