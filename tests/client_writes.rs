@@ -80,3 +80,82 @@ async fn a_slow_client_that_keeps_reading_is_served_to_the_end() {
     }
     h.stop().await;
 }
+
+/// The sequence ids of the packets in `bytes`, the last one possibly cut off: each packet
+/// of the result is under 64 KiB, so a longer one means bytes out of place (written twice).
+fn sequence_ids(bytes: &[u8]) -> Vec<u8> {
+    let mut ids = Vec::new();
+    let mut pos = 0;
+    while pos + 4 <= bytes.len() {
+        let len = usize::from(bytes[pos])
+            | usize::from(bytes[pos + 1]) << 8
+            | usize::from(bytes[pos + 2]) << 16;
+        assert!(
+            len < 1 << 16,
+            "a packet of {len} bytes after {} packets",
+            ids.len()
+        );
+        ids.push(bytes[pos + 3]);
+        pos += 4 + len;
+    }
+    ids
+}
+
+/// A client that starts reading again after the write timeout ran out gets what the proxy
+/// wrote before it gave up, then the close: never the same bytes again. Before the fix the
+/// session flushed its write buffer a second time from its start (and waited a second
+/// timeout, holding its connections): the packet sequence started over mid-stream.
+#[tokio::test]
+async fn a_client_past_the_write_timeout_is_closed_without_repeated_bytes() {
+    let h = Harness::start_with(pools_of_one(Duration::from_secs(1))).await;
+    let mut late = RawClient::connect(h.addr).await;
+    late.send_query(LARGE_RESULT).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let bytes = late
+        .read_to_close(Duration::from_secs(10))
+        .await
+        .expect("the proxy closed the connection");
+    let ids = sequence_ids(&bytes);
+    assert!(
+        ids.len() > 10,
+        "some of the result arrived: {} packets",
+        ids.len()
+    );
+    // Their sequence ids run on one by one from 1 (the reply to a COM_QUERY).
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(*id, (i + 1) as u8, "packet {i} of {}", ids.len());
+    }
+    h.stop().await;
+}
+
+/// `KILL` of a session whose client stopped reading ends it at once, also with the write
+/// timeout off, and another session gets the connections it held. Before, the kill waited
+/// for the write (without a timeout, as long as the client kept its socket open).
+#[tokio::test]
+async fn kill_ends_a_session_whose_client_stopped_reading() {
+    let h = Harness::start_with(pools_of_one(Duration::ZERO)).await;
+    let mut stalled = RawClient::connect(h.addr).await;
+    let id = match stalled.query("SELECT CONNECTION_ID()").await {
+        RawReply::Rows(first, _) => first[0].clone().expect("an id"),
+        other => panic!("{other:?}"),
+    };
+    stalled.send_query(LARGE_RESULT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut killer = RawClient::connect(h.addr).await;
+    assert!(
+        matches!(killer.query(&format!("KILL {id}")).await, RawReply::Ok(_)),
+        "KILL answered OK"
+    );
+    match killer.query("SELECT COUNT(*) FROM t_order").await {
+        RawReply::Rows(first, _) => assert_ne!(first[0].as_deref(), Some("0")),
+        other => panic!("the stalled session's connections were given back: {other:?}"),
+    }
+    assert!(
+        stalled
+            .read_to_close(Duration::from_secs(10))
+            .await
+            .is_some(),
+        "the killed session's connection was closed"
+    );
+    h.stop().await;
+}

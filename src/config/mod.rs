@@ -192,10 +192,12 @@ pub struct ServerConfig {
     /// A client that has not finished its handshake by then is dropped (default 10 s).
     pub handshake_timeout: Duration,
     /// A client that takes none of what the proxy writes to it for this long is
-    /// disconnected (default 60 s, MariaDB's `net_write_timeout`): a client that stopped
-    /// reading a result holds the statement's backend connections only this long, not
-    /// until `query_timeout`. A slow reader that makes progress is not affected. Zero
-    /// disables it. Applies to connections accepted after a reload.
+    /// disconnected (default 60 s, MariaDB's `net_write_timeout`; at least 1 s, or zero to
+    /// turn it off): a client that stopped reading a result holds the statement's backend
+    /// connections only this long, not until `query_timeout`. It counts from the last time
+    /// the socket took bytes, which the kernel reports only after a good part of its send
+    /// buffer (megabytes) drained: a reader slower than about that much per timeout is cut,
+    /// as MariaDB cuts it. Applies to connections accepted after a reload.
     pub client_write_timeout: Duration,
     /// Client connections served at once, on TCP and the Unix socket together (default
     /// 2048, ProxySQL's `mysql-max_connections`). One more is answered ER_CON_COUNT_ERROR
@@ -672,6 +674,32 @@ mod admin_tests {
             open.check()
                 .unwrap_err()
                 .contains("admin.token_file is required")
+        );
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use super::Config;
+
+    fn with_write_timeout(value: &str) -> Result<Config, super::ConfigError> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.toml");
+        let vars = [(
+            "ROUTEKEY_SERVER__CLIENT_WRITE_TIMEOUT".to_owned(),
+            value.to_owned(),
+        )];
+        Config::load_with_env(&path, vars)
+    }
+
+    #[test]
+    fn the_client_write_timeout_is_zero_or_at_least_a_second() {
+        let secs = |v: &str| with_write_timeout(v).unwrap().server.client_write_timeout;
+        assert_eq!(secs("60s").as_secs(), 60);
+        assert!(secs("0s").is_zero());
+        let err = with_write_timeout("1ms").unwrap_err().to_string();
+        assert!(
+            err.contains("server.client_write_timeout: must be at least 1s"),
+            "{err}"
         );
     }
 }

@@ -139,6 +139,7 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
         session.lex_mode.server_version = v;
     }
     session.tls = login.tls;
+    client.stream.get_mut().set_session(session.handle.clone());
     tracing::debug!(connection = id, user = %session.user(), "client connected");
     if !welcome(&mut session, &mut client, login.database.as_deref()).await {
         session.txn.release_all().await;

@@ -23,6 +23,10 @@ pub struct ClientStream {
     /// by any write that makes progress and by every read: a write that completes at once,
     /// the usual case, never sets up a timer.
     write_deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The session, once logged in: a `KILL` of it ends a write that waits for the client.
+    session: Option<std::sync::Arc<crate::sessions::SessionHandle>>,
+    /// Its kill signal, watched (like the deadline) only while a write waits.
+    killed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 /// A client connection's transport.
@@ -92,7 +96,15 @@ impl ClientStream {
             transport,
             write_timeout: None,
             write_deadline: None,
+            session: None,
+            killed: None,
         }
+    }
+
+    /// The session served on this stream: its `KILL` ends a write that waits for the
+    /// client (a client that stopped reading its result).
+    pub fn set_session(&mut self, session: std::sync::Arc<crate::sessions::SessionHandle>) {
+        self.session = Some(session);
     }
 
     /// Bounds how long a write may wait without the client taking a byte (zero: no bound).
@@ -121,6 +133,8 @@ impl ClientStream {
             transport,
             write_timeout: self.write_timeout,
             write_deadline: None,
+            session: self.session,
+            killed: None,
         })
     }
 
@@ -154,9 +168,23 @@ impl ClientStream {
         Some(TlsInfo { version, cipher })
     }
 
-    /// A write that returned `Pending`: pending until the client takes bytes or the write
-    /// timeout (counted from the first write that had to wait) runs out.
+    /// A write that returned `Pending`: pending until the client takes bytes, the session
+    /// is killed, or the write timeout (counted from the first write that had to wait)
+    /// runs out.
     fn poll_write_deadline<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        if let Some(session) = &self.session {
+            let killed = self.killed.get_or_insert_with(|| {
+                let session = session.clone();
+                Box::pin(async move { session.stop_signal(false).await })
+            });
+            if killed.as_mut().poll(cx).is_ready() {
+                self.clear_waits();
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "the session was killed while its client was not reading",
+                )));
+            }
+        }
         let Some(timeout) = self.write_timeout else {
             return Poll::Pending;
         };
@@ -165,7 +193,7 @@ impl ClientStream {
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         match deadline.as_mut().poll(cx) {
             Poll::Ready(()) => {
-                self.write_deadline = None;
+                self.clear_waits();
                 Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
@@ -174,6 +202,14 @@ impl ClientStream {
                 )))
             }
             Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// No write waits (any more): the deadline and the kill watch go.
+    fn clear_waits(&mut self) {
+        if self.write_deadline.is_some() || self.killed.is_some() {
+            self.write_deadline = None;
+            self.killed = None;
         }
     }
 
@@ -186,7 +222,7 @@ impl ClientStream {
     ) -> Poll<io::Result<T>> {
         match polled {
             Poll::Ready(result) => {
-                self.write_deadline = None;
+                self.clear_waits();
                 Poll::Ready(result)
             }
             Poll::Pending => self.poll_write_deadline(cx),
@@ -203,7 +239,7 @@ impl AsyncRead for ClientStream {
         let this = self.get_mut();
         // A read starts a new exchange: a deadline left by a write that was given up
         // (its statement cancelled) must not count against the next one.
-        this.write_deadline = None;
+        this.clear_waits();
         Pin::new(&mut this.transport).poll_read(cx, buf)
     }
 }

@@ -204,7 +204,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     }
 
     /// Sends what is queued.
+    ///
+    /// # Errors
+    ///
+    /// The stream's; and `BrokenPipe` at once when an earlier write stopped partway
+    /// ([`PacketStream::is_cut`]): writing the queue again would repeat what the peer may
+    /// already hold, so it is dropped instead.
     pub async fn flush(&mut self) -> io::Result<()> {
+        if self.cut {
+            self.write_buf.clear();
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "an earlier write to this peer stopped partway",
+            ));
+        }
         if !self.write_buf.is_empty() {
             self.cut = true;
             self.stream.write_all(&self.write_buf).await?;

@@ -281,6 +281,13 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
     if raw.server.max_connections == 0 {
         return Err(c.err(None, "server.max_connections: must be at least 1"));
     }
+    let write_timeout = raw.server.client_write_timeout;
+    if !write_timeout.is_zero() && write_timeout < std::time::Duration::from_secs(1) {
+        return Err(c.err(
+            None,
+            "server.client_write_timeout: must be at least 1s (MariaDB's net_write_timeout too), or 0s to turn it off",
+        ));
+    }
     if raw.server.worker_threads == Some(0) || raw.server.worker_threads > Some(1024) {
         return Err(c.err(
             None,
