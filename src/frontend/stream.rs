@@ -179,6 +179,9 @@ impl ClientStream {
             });
             if killed.as_mut().poll(cx).is_ready() {
                 self.clear_waits();
+                tracing::warn!(
+                    "client disconnected: it took none of its reply and its session was killed"
+                );
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::ConnectionAborted,
                     "the session was killed while its client was not reading",
@@ -194,6 +197,10 @@ impl ClientStream {
         match deadline.as_mut().poll(cx) {
             Poll::Ready(()) => {
                 self.clear_waits();
+                tracing::warn!(
+                    ?timeout,
+                    "client disconnected: it took none of its reply within server.client_write_timeout"
+                );
                 Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
