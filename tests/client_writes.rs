@@ -22,6 +22,14 @@ fn pools_of_one(write_timeout: Duration) -> routekey_proxy::config::Config {
     config
 }
 
+/// A client that sends [`LARGE_RESULT`] and reads none of it for `pause`.
+async fn stalled_client(h: &Harness, pause: Duration) -> RawClient {
+    let mut stalled = RawClient::connect(h.addr).await;
+    stalled.send_query(LARGE_RESULT).await;
+    tokio::time::sleep(pause).await;
+    stalled
+}
+
 /// The stalled session holds every datasource's only pooled connection until its writes
 /// time out; then it is disconnected and another session's scatter gets them within its
 /// checkout timeout. Before the write timeout, the stalled statement held them until
@@ -29,10 +37,8 @@ fn pools_of_one(write_timeout: Duration) -> routekey_proxy::config::Config {
 #[tokio::test]
 async fn a_client_that_stops_reading_gives_its_connections_back_after_the_write_timeout() {
     let h = Harness::start_with(pools_of_one(Duration::from_secs(1))).await;
-    let mut stalled = RawClient::connect(h.addr).await;
-    stalled.send_query(LARGE_RESULT).await;
     // Let the stalled statement take the connections and fill the sockets.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut stalled = stalled_client(&h, Duration::from_millis(500)).await;
     let mut other = h.client().await;
     let count: Option<u64> = other
         .query_first("SELECT COUNT(*) FROM t_order")
@@ -108,9 +114,7 @@ fn sequence_ids(bytes: &[u8]) -> Vec<u8> {
 #[tokio::test]
 async fn a_client_past_the_write_timeout_is_closed_without_repeated_bytes() {
     let h = Harness::start_with(pools_of_one(Duration::from_secs(1))).await;
-    let mut late = RawClient::connect(h.addr).await;
-    late.send_query(LARGE_RESULT).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut late = stalled_client(&h, Duration::from_millis(1500)).await;
     let bytes = late
         .read_to_close(Duration::from_secs(10))
         .await

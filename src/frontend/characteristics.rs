@@ -201,20 +201,19 @@ enum Role {
 }
 
 fn role_of(analysis: &Analysis, sql: &[u8], tokens: &[Token]) -> Role {
-    let first = first_word(sql, tokens);
-    let first_is = |w: &str| first.is_some_and(|t| t.is_word(sql, w));
     if analysis.verb == Verb::Ddl {
         return Role::ImplicitCommit;
     }
-    let before_parens = || tokens.iter().take_while(|t| !t.is_punct(sql, "("));
-    let temporary = (first_is("create") || first_is("drop"))
-        && before_parens().any(|t| t.is_word(sql, "temporary"));
-    if temporary && before_parens().any(|t| t.is_word(sql, "sequence")) {
-        // MariaDB runs a temporary sequence's DDL under a pending READ ONLY and spends them.
-        return Role::ImplicitCommit;
-    }
-    if temporary {
-        return if tokens.iter().any(|t| t.is_word(sql, "select")) {
+    if crate::sql::analyze::temporary_ddl(sql, tokens) {
+        let sequence = tokens
+            .iter()
+            .take_while(|t| !t.is_punct(sql, "("))
+            .any(|t| t.is_word(sql, "sequence"));
+        return if sequence {
+            // MariaDB runs a temporary sequence's DDL under a pending READ ONLY, and it
+            // spends them.
+            Role::ImplicitCommit
+        } else if tokens.iter().any(|t| t.is_word(sql, "select")) {
             Role::Transaction
         } else {
             Role::TemporaryTable
@@ -374,7 +373,8 @@ mod tests {
     use super::*;
     use crate::sql::lexer::{LexMode, lex};
 
-    fn touches(sql: &str, verb: Verb) -> bool {
+    /// `f` on `sql`'s tokens and an analysis of verb `verb` on an unsharded table.
+    fn on<T>(sql: &str, verb: Verb, f: fn(&Analysis, &[u8], &[Token]) -> T) -> T {
         let lexed = lex(sql.as_bytes(), LexMode::default());
         let analysis = Analysis {
             verb,
@@ -383,7 +383,11 @@ mod tests {
             pins: false,
             qualified_tables: Vec::new(),
         };
-        touches_tables(&analysis, sql.as_bytes(), &lexed.tokens)
+        f(&analysis, sql.as_bytes(), &lexed.tokens)
+    }
+
+    fn touches(sql: &str, verb: Verb) -> bool {
+        on(sql, verb, touches_tables)
     }
 
     #[test]
@@ -432,17 +436,7 @@ mod tests {
 
     #[test]
     fn temporary_table_ddl_leaves_them_pending_unless_it_selects() {
-        let role = |sql: &str, verb: Verb| {
-            let lexed = lex(sql.as_bytes(), LexMode::default());
-            let analysis = Analysis {
-                verb,
-                target: Target::Unsharded,
-                session_fns: Vec::new(),
-                pins: true,
-                qualified_tables: Vec::new(),
-            };
-            role_of(&analysis, sql.as_bytes(), &lexed.tokens)
-        };
+        let role = |sql: &str, verb: Verb| on(sql, verb, role_of);
         assert_eq!(
             role("CREATE TEMPORARY TABLE t (a INT)", Verb::Other),
             Role::TemporaryTable

@@ -145,6 +145,14 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
         session.txn.release_all().await;
         return;
     }
+    serve_commands(&mut session, &mut client, collation, id).await;
+    session.txn.release_all().await;
+    tracing::debug!(connection = id, "client disconnected");
+}
+
+/// The command phase: reads and answers the client's commands until it quits, fails, is
+/// killed, or the proxy drains while it is not in a transaction.
+async fn serve_commands(session: &mut Session, client: &mut Client, collation: u8, id: u32) {
     loop {
         client.stream.reset_seq();
         let handle = session.handle.clone();
@@ -165,15 +173,13 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
             }
         };
         handle.command_starts();
-        let next = command(&mut session, &mut client, &packet, collation).await;
+        let next = command(session, client, &packet, collation).await;
         let flushed = client.flush().await;
         match (next, flushed) {
             (Ok(Next::Continue), Ok(())) => {}
             (Ok(Next::Quit), _) | (Err(_), _) | (_, Err(_)) => break,
         }
     }
-    session.txn.release_all().await;
-    tracing::debug!(connection = id, "client disconnected");
 }
 
 /// The login's last step: the database asked for at connect (1044 outside the user's

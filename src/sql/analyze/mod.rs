@@ -204,6 +204,19 @@ fn statement_pins(statement: &Statement) -> bool {
     }
 }
 
+/// `CREATE [OR REPLACE] TEMPORARY ...` or `DROP TEMPORARY ...` (a table or a sequence),
+/// read on the tokens: `TEMPORARY` before any parenthesis. Executable-comment markers are
+/// skipped (the server runs what they hold).
+pub fn temporary_ddl(sql: &[u8], tokens: &[crate::sql::lexer::Token]) -> bool {
+    let mut tokens = tokens.iter().filter(|t| !t.is_exec_marker());
+    tokens
+        .next()
+        .is_some_and(|t| t.is_word(sql, "create") || t.is_word(sql, "drop"))
+        && tokens
+            .take_while(|t| !t.is_punct(sql, "("))
+            .any(|t| t.is_word(sql, "temporary"))
+}
+
 /// `@x := ...` and `... INTO @x` set user variables inside a statement.
 ///
 /// Also, read on the tokens whatever the parser made of them (executable comments count as
@@ -218,11 +231,7 @@ pub fn token_pins(sql: &[u8], lexed: &Lexed) -> bool {
         .filter(|t| !t.is_exec_marker())
         .collect();
     let first = |w: &str| tokens.first().is_some_and(|t| t.is_word(sql, w));
-    let temporary = (first("create") || first("drop"))
-        && tokens
-            .iter()
-            .take_while(|t| !t.is_punct(sql, "("))
-            .any(|t| t.is_word(sql, "temporary"));
+    let temporary = temporary_ddl(sql, &lexed.tokens);
     let calls_state_function = tokens.windows(2).any(|w| {
         w[1].is_punct(sql, "(")
             && [
