@@ -14,10 +14,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "sandbox up"
-scripts/sandbox.sh up
+# Armed before `up`: a server that started before the other failed is stopped too.
 cleanup() { scripts/sandbox.sh down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
+step "sandbox up"
+scripts/sandbox.sh up
 
 step "redis-server"
 if ! command -v redis-server >/dev/null 2>&1; then
