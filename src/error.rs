@@ -47,6 +47,8 @@ pub const ER_DBACCESS_DENIED_ERROR: u16 = 1044;
 pub const ER_STATEMENT_TIMEOUT: u16 = 1969;
 /// ER_UNKNOWN_ERROR: a fault inside the proxy.
 pub const ER_UNKNOWN_ERROR: u16 = 1105;
+/// ER_ERROR_DURING_COMMIT: a COMMIT failed.
+pub const ER_ERROR_DURING_COMMIT: u16 = 1180;
 
 /// An error that reaches the client as a MySQL error packet.
 #[derive(Debug, Clone, Error)]

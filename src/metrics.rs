@@ -77,6 +77,7 @@ pub struct Metrics {
     client_connections: Gauge,
     clients_accepted: Counter,
     clients_refused: Counter,
+    clients_idle_timed_out: Counter,
     config_reloads: Family<ResultLabel, Counter>,
     draining: AtomicBool,
     scatters: Family<UserLabel, Counter>,
@@ -103,6 +104,7 @@ impl Default for Metrics {
             client_connections: Gauge::default(),
             clients_accepted: Counter::default(),
             clients_refused: Counter::default(),
+            clients_idle_timed_out: Counter::default(),
             config_reloads: Family::default(),
             draining: AtomicBool::new(false),
             scatters: Family::default(),
@@ -273,6 +275,12 @@ impl Metrics {
         self.clients_refused.inc();
     }
 
+    /// Counts a client connection ended for idling longer than its session's
+    /// `wait_timeout` (MariaDB's `Aborted_clients` counts these with other aborts).
+    pub fn count_idle_timeout(&self) {
+        self.clients_idle_timed_out.inc();
+    }
+
     /// Counts a failed client login. `user` is a configured user's name, or `None` for a
     /// name no user has (all such counted under `(unknown)`, so made-up names cannot grow
     /// the label set).
@@ -368,6 +376,11 @@ impl Metrics {
             "client_connections_refused",
             "Client connections refused because server.max_connections were open",
             self.clients_refused.clone(),
+        );
+        r.register(
+            "client_idle_timeouts",
+            "Client connections closed for idling longer than the session's wait_timeout",
+            self.clients_idle_timed_out.clone(),
         );
         r.register(
             "config_reloads",

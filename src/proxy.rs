@@ -99,7 +99,44 @@ pub struct Proxy {
     reloading: std::sync::Mutex<()>,
     /// The databases the datasources have, as last read ([`Proxy::learn_server_databases`]).
     server_databases: arc_swap::ArcSwap<ServerDatabases>,
+    /// What sessions start with, as last read ([`Proxy::learn_session_defaults`]).
+    session_defaults: arc_swap::ArcSwapOption<SessionDefaults>,
+    /// When [`Proxy::session_defaults`] were last read (or tried).
+    session_defaults_read: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Held while they are read.
+    reading_session_defaults: tokio::sync::Mutex<()>,
 }
+
+/// What a new session starts with on the servers, read from the default datasource's
+/// global variables: a session through the proxy starts the same (its `sql_mode`, which
+/// decides how strings are escaped and names quoted, and so the `NO_BACKSLASH_ESCAPES` and
+/// `ANSI_QUOTES` status flags clients escape by; its idle timeout) and keeps them, as a
+/// server session keeps what it started with. Read by the first session, and again by a
+/// session that starts [`SESSION_DEFAULTS_REFRESH`] or more after the last read, so a `SET
+/// GLOBAL` on the server reaches new sessions within that time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionDefaults {
+    /// `@@global.sql_mode` (mode names, comma-separated).
+    pub sql_mode: Vec<u8>,
+    /// `@@global.wait_timeout`, in seconds: a session's idle timeout.
+    pub wait_timeout: u64,
+    /// `@@global.interactive_timeout`, in seconds: the idle timeout of a session whose
+    /// client says it is interactive (CLIENT_INTERACTIVE).
+    pub interactive_timeout: u64,
+    /// `@@global.session_track_schema`: a client that tracks session state is told of a
+    /// new current database.
+    pub session_track_schema: bool,
+    /// `@@global.idle_transaction_timeout`, `idle_readonly_transaction_timeout` and
+    /// `idle_write_transaction_timeout`, in seconds (0: off): the idle timeout inside a
+    /// transaction.
+    pub idle_transaction_timeouts: [u64; 3],
+    /// 1 for the first values read, one more per change: sessions that start under the
+    /// same generation start with the same variables.
+    pub generation: u64,
+}
+
+/// How old [`SessionDefaults`] may be when a session starts with them.
+pub const SESSION_DEFAULTS_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The databases on the datasources (lower case, sorted, every datasource's together),
 /// which the scope check refuses wherever their names qualify another (see
@@ -136,6 +173,9 @@ impl Proxy {
             runtime: arc_swap::ArcSwap::from_pointee(runtime),
             reloading: std::sync::Mutex::new(()),
             server_databases: Default::default(),
+            session_defaults: Default::default(),
+            session_defaults_read: Default::default(),
+            reading_session_defaults: Default::default(),
             config,
         })
     }
@@ -189,6 +229,88 @@ impl Proxy {
                 version: current.version + 1,
                 names,
             }));
+        }
+    }
+
+    /// What a new session starts with ([`SessionDefaults`]). Read again when the last read
+    /// is [`SESSION_DEFAULTS_REFRESH`] old, by one session while the others go on with
+    /// what was read before (the first session waits for the first read, bounded by the
+    /// datasource's connect timeout). `None` while the default datasource was never
+    /// reached: sessions then start with whatever their backend connections have, and
+    /// follow it.
+    pub async fn session_defaults(&self) -> Option<Arc<SessionDefaults>> {
+        let fresh = || {
+            self.session_defaults_read
+                .lock()
+                .expect("not poisoned")
+                .is_some_and(|at| at.elapsed() < SESSION_DEFAULTS_REFRESH)
+        };
+        if fresh() {
+            return self.session_defaults.load_full();
+        }
+        let _reading = match self.reading_session_defaults.try_lock() {
+            Ok(guard) => guard,
+            Err(_) if self.session_defaults.load().is_some() => {
+                return self.session_defaults.load_full();
+            }
+            Err(_) => self.reading_session_defaults.lock().await,
+        };
+        if !fresh() {
+            self.learn_session_defaults().await;
+            *self.session_defaults_read.lock().expect("not poisoned") =
+                Some(std::time::Instant::now());
+        }
+        self.session_defaults.load_full()
+    }
+
+    /// The [`SessionDefaults`] last read, without waiting.
+    pub fn cached_session_defaults(&self) -> Option<Arc<SessionDefaults>> {
+        self.session_defaults.load_full()
+    }
+
+    /// Reads the default datasource's global `sql_mode`, `wait_timeout` and
+    /// `interactive_timeout` (on a pooled connection, within its connect timeout); keeps
+    /// them, with a new generation, when they changed. A failed read keeps what was read
+    /// before.
+    pub async fn learn_session_defaults(&self) {
+        let runtime = self.runtime();
+        let ds = runtime.config.sharding.default_datasource;
+        let limit = runtime.config.datasource(ds).connect_timeout * 2;
+        let read = async {
+            let mut conn = runtime.pools.get(ds, false).await?;
+            let (_, rows) = conn
+                .query_rows(b"SELECT CONVERT(@@global.sql_mode USING binary), @@global.wait_timeout, @@global.interactive_timeout, @@global.session_track_schema, @@global.idle_transaction_timeout, @@global.idle_readonly_transaction_timeout, @@global.idle_write_transaction_timeout LIMIT 1")
+                .await?;
+            Ok::<_, crate::error::ProxyError>(rows.into_iter().next().unwrap_or_default())
+        };
+        let row = match tokio::time::timeout(limit, read).await {
+            Ok(Ok(row)) => row,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "session defaults not read");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("session defaults not read in time");
+                return;
+            }
+        };
+        let cell = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        let number = |i: usize| String::from_utf8_lossy(&cell(i)).parse::<u64>().ok();
+        let current = self.session_defaults.load_full();
+        let mut read = SessionDefaults {
+            sql_mode: cell(0),
+            wait_timeout: number(1).unwrap_or(28_800),
+            interactive_timeout: number(2).unwrap_or(28_800),
+            session_track_schema: cell(3) == b"1",
+            idle_transaction_timeouts: [4, 5, 6].map(|i| number(i).unwrap_or(0)),
+            generation: current.as_ref().map_or(1, |c| c.generation),
+        };
+        if current.as_deref() != Some(&read) {
+            if current.is_some() {
+                read.generation += 1;
+                tracing::info!(sql_mode = %String::from_utf8_lossy(&read.sql_mode), wait_timeout = read.wait_timeout, "the servers' session defaults changed: new sessions start with them");
+            }
+            self.session_defaults.store(Some(Arc::new(read)));
         }
     }
 

@@ -102,7 +102,10 @@ impl std::fmt::Debug for BackendConn {
 }
 
 /// Capabilities the proxy asks of every backend. No MULTI_STATEMENTS (the proxy splits
-/// statements itself), no DEPRECATE_EOF, no SESSION_TRACK, no LOCAL_FILES.
+/// statements itself), no DEPRECATE_EOF. SESSION_TRACK: an OK then says which tracked
+/// session variables a statement changed, in the form a client that tracks them is owed.
+/// LOCAL_FILES: `LOAD DATA LOCAL INFILE` (the proxy sends only a client's file, for a
+/// statement of that client; a request for a file at any other time gets an empty one).
 fn base_capabilities() -> CapabilityFlags {
     CapabilityFlags::CLIENT_LONG_PASSWORD
         | CapabilityFlags::CLIENT_LONG_FLAG
@@ -113,6 +116,8 @@ fn base_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
         | CapabilityFlags::CLIENT_PLUGIN_AUTH
         | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | CapabilityFlags::CLIENT_SESSION_TRACK
+        | CapabilityFlags::CLIENT_LOCAL_FILES
 }
 
 fn unavailable(ds: &Datasource, what: impl std::fmt::Display) -> ProxyError {
@@ -388,6 +393,27 @@ impl BackendConn {
         self.result_end = end;
     }
 
+    /// Queues one packet of a `LOAD DATA LOCAL INFILE` file.
+    pub(super) fn write_file_packet(&mut self, data: &[u8]) -> Result<(), ProxyError> {
+        self.stream.write_packet(data).map_err(|e| self.io_error(e))
+    }
+
+    /// Sends the queued file packets once enough are queued.
+    pub(super) async fn flush_if_full(&mut self) -> Result<(), ProxyError> {
+        if let Err(e) = self.stream.flush_if_full().await {
+            return Err(self.io_error(e));
+        }
+        Ok(())
+    }
+
+    /// Sends the queued file packets.
+    pub(super) async fn flush_file(&mut self) -> Result<(), ProxyError> {
+        if let Err(e) = self.stream.flush().await {
+            return Err(self.io_error(e));
+        }
+        Ok(())
+    }
+
     /// Answers a LOCAL INFILE request with an empty packet (no file).
     pub(super) async fn send_empty_packet(&mut self) -> Result<(), ProxyError> {
         self.stream
@@ -412,7 +438,7 @@ impl BackendConn {
         self.send_command(Command::COM_QUERY, sql).await?;
         match self.read_reply().await? {
             Reply::Ok(_) => Ok((Vec::new(), Vec::new())),
-            Reply::ResultSet(columns) => {
+            Reply::ResultSet { columns, .. } => {
                 let mut rows = Vec::new();
                 while let Some(row) = self.next_row().await? {
                     rows.push(row);
@@ -459,6 +485,20 @@ impl BackendConn {
                 }
             })
             .collect())
+    }
+
+    /// `@@session.sql_mode` as the server holds it now (mode names, comma-separated; as
+    /// bytes, whatever the session's results character set).
+    pub async fn sql_mode(&mut self) -> Result<Vec<u8>, ProxyError> {
+        // An explicit LIMIT: the session's sql_select_limit (0 included) must not cut it.
+        let (_, rows) = self
+            .query_rows(b"SELECT CONVERT(@@session.sql_mode USING binary) LIMIT 1")
+            .await?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next().flatten())
+            .unwrap_or_default())
     }
 
     /// The one unsigned number a query returns (0 when it returns none).
@@ -598,7 +638,7 @@ impl BackendConn {
                 self.statements.clear();
                 Ok(())
             }
-            Ok(Reply::ResultSet(_)) => {
+            Ok(Reply::ResultSet { .. }) => {
                 self.broken = true;
                 Err(ProxyError::Internal(
                     "result set in reply to a reset".into(),
@@ -620,7 +660,7 @@ impl BackendConn {
                 self.state.database = Some(database.to_owned());
                 Ok(())
             }
-            Reply::ResultSet(_) => {
+            Reply::ResultSet { .. } => {
                 self.broken = true;
                 Err(ProxyError::Internal(
                     "result set in reply to COM_INIT_DB".into(),
@@ -641,7 +681,9 @@ impl BackendConn {
             self.send_command(Command::COM_PING, &[]).await?;
             match self.read_reply().await? {
                 Reply::Ok(_) => Ok(()),
-                Reply::ResultSet(_) => Err(ProxyError::Internal("bad reply to COM_PING".into())),
+                Reply::ResultSet { .. } => {
+                    Err(ProxyError::Internal("bad reply to COM_PING".into()))
+                }
             }
         };
         match tokio::time::timeout(timeout, ping).await {

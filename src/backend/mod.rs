@@ -14,4 +14,4 @@ pub mod vars;
 
 pub use conn::{AppliedState, BackendConn, Diagnostic};
 pub use pool::{PooledConn, Pools};
-pub use reply::{Reply, ResultEnd};
+pub use reply::{FileRequest, Reply, ResultEnd};

@@ -16,9 +16,16 @@ use crate::protocol::packets::{OkInfo, is_eof, parse_eof, parse_err, parse_ok, r
 pub enum Reply {
     /// An OK packet (a statement without a result set).
     Ok(OkInfo),
-    /// A result set: its column definitions as the backend sent them (one packet each);
-    /// its rows are read with [`BackendConn::next_row`].
-    ResultSet(Vec<BytesMut>),
+    /// A result set: its column definitions as the backend sent them (one packet each) and
+    /// the status flags of the EOF after them (the server has planned the statement by
+    /// then: index use, a transaction it opened, more results of a `CALL`); its rows are
+    /// read with [`BackendConn::next_row`].
+    ResultSet {
+        /// The column definitions.
+        columns: Vec<BytesMut>,
+        /// The status flags of the EOF packet that ends them.
+        status: u16,
+    },
 }
 
 /// How a result set ended: its EOF packet's warnings and status flags.
@@ -86,7 +93,8 @@ impl BackendConn {
                             "expected EOF after column definitions".into(),
                         ));
                     }
-                    return Ok(Reply::ResultSet(columns));
+                    let (_, status) = parse_eof(&eof);
+                    return Ok(Reply::ResultSet { columns, status });
                 }
             }
         }
@@ -135,12 +143,78 @@ impl BackendConn {
                     }
                     true
                 }
-                Reply::ResultSet(_) => self.skip_rows().await?.more_results(),
+                Reply::ResultSet { .. } => self.skip_rows().await?.more_results(),
             };
             if !more {
                 return Ok(OkInfo::default());
             }
             reply = self.read_reply().await?;
+        }
+    }
+}
+
+/// The server's first answer to a `LOAD DATA LOCAL INFILE` ([`BackendConn::load_local`]).
+#[derive(Debug)]
+pub enum FileRequest {
+    /// It asks for the file: send it with [`BackendConn::send_file_data`], then
+    /// [`BackendConn::finish_file`].
+    Asked,
+    /// It answered without asking (nothing to send).
+    Answered(OkInfo),
+}
+
+impl BackendConn {
+    /// Sends a `LOAD DATA LOCAL INFILE` statement and reads the server's first answer: its
+    /// request for the file, or an OK; an ERR is [`ProxyError::Backend`].
+    pub async fn load_local(&mut self, sql: &[u8]) -> Result<FileRequest, ProxyError> {
+        self.send_command(mysql_common::constants::Command::COM_QUERY, sql)
+            .await?;
+        let packet = self.read_packet().await?;
+        match packet.first() {
+            Some(0xfb) => Ok(FileRequest::Asked),
+            Some(0x00) => {
+                let ok = parse_ok(&packet).ok_or_else(|| {
+                    self.mark_broken();
+                    ProxyError::Internal("malformed OK packet from backend".into())
+                })?;
+                self.observe_status(ok.status);
+                Ok(FileRequest::Answered(ok))
+            }
+            Some(0xff) => {
+                let e = parse_err(&packet);
+                self.observe_error(&e);
+                Err(backend_error(e))
+            }
+            _ => {
+                self.mark_broken();
+                Err(ProxyError::Internal(
+                    "a result set in answer to LOAD DATA LOCAL INFILE".into(),
+                ))
+            }
+        }
+    }
+
+    /// Queues `data` as the next packet of the file asked for (not empty: an empty packet
+    /// ends the file), and sends what is queued once enough is.
+    pub async fn send_file_data(&mut self, data: &[u8]) -> Result<(), ProxyError> {
+        debug_assert!(!data.is_empty());
+        self.write_file_packet(data)?;
+        self.flush_if_full().await
+    }
+
+    /// Ends the file (an empty packet) and reads the statement's answer: its OK, or its
+    /// error as [`ProxyError::Backend`].
+    pub async fn finish_file(&mut self) -> Result<OkInfo, ProxyError> {
+        self.write_file_packet(&[])?;
+        self.flush_file().await?;
+        match self.read_reply().await? {
+            Reply::Ok(ok) => Ok(ok),
+            Reply::ResultSet { .. } => {
+                self.mark_broken();
+                Err(ProxyError::Internal(
+                    "a result set in answer to a LOAD DATA file".into(),
+                ))
+            }
         }
     }
 }

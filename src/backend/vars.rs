@@ -9,8 +9,8 @@ use crate::error::ProxyError;
 use crate::rewrite::quote_ident;
 
 /// Identities below this are the handshake defaults of [`SessionVars::handshake_default`]
-/// (one per collation id, 0-255); fresh identities count up from it.
-const FIRST_FRESH_ID: u64 = 256;
+/// (their keys); fresh identities count up from it.
+const FIRST_FRESH_ID: u64 = 1 << 62;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(FIRST_FRESH_ID);
 
@@ -69,15 +69,14 @@ impl std::ops::Deref for SessionVars {
 }
 
 impl SessionVars {
-    /// The variables a session starts with after a handshake in `collation` (its id):
-    /// `map` must be built from that id alone, so every session of that collation starts
+    /// The variables a session starts with after a handshake: `map` must be built from
+    /// `key` alone (below 2^62: the collation id, the generation of the servers' session
+    /// defaults, whether the client is interactive), so every session with that key starts
     /// with the same identity and a pooled connection one of them left matches the next
     /// without a comparison.
-    pub fn handshake_default(collation: u8, map: BTreeMap<String, Vec<u8>>) -> Self {
-        Self {
-            map,
-            id: u64::from(collation),
-        }
+    pub fn handshake_default(key: u64, map: BTreeMap<String, Vec<u8>>) -> Self {
+        debug_assert!(key < FIRST_FRESH_ID);
+        Self { map, id: key }
     }
 
     /// The identity: equal identities mean equal contents (see the type's rule).

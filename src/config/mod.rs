@@ -286,6 +286,10 @@ pub struct User {
     /// `process = true`: `SHOW PROCESSLIST` lists every session of the proxy and `KILL`
     /// reaches any of them; otherwise (the default) only the user's own.
     pub process: bool,
+    /// `load_data_local = true`: `LOAD DATA LOCAL INFILE` streams the client's file into a
+    /// table the user reaches (a sharded table's rows each to their shard); otherwise (the
+    /// default, as drivers keep it off too) refused with 4166.
+    pub load_data_local: bool,
 }
 
 impl User {
@@ -302,6 +306,7 @@ impl User {
             scatter_writes: Scatter::Refuse,
             databases: Vec::new(),
             process: false,
+            load_data_local: false,
         }
     }
 }

@@ -193,6 +193,8 @@ pub struct RawUser {
     pub databases: Vec<String>,
     #[serde(default)]
     pub process: bool,
+    #[serde(default)]
+    pub load_data_local: bool,
 }
 
 fn allow() -> super::Scatter {

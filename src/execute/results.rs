@@ -37,6 +37,11 @@ pub struct Extras {
     pub calc_found_rows: bool,
     /// `LAST_INSERT_ID(expr)` sets the session's value.
     pub sets_insert_id: bool,
+    /// The status flags of the session's `sql_mode` ([`crate::protocol::status::SQL_MODE`]).
+    /// A step that ends with others ran under another mode: a procedure that changed the
+    /// session's (`SET sql_mode` in its body lasts after it returns), or the statement's own
+    /// (`SET STATEMENT sql_mode = ... FOR`). Its connection's mode is read back then.
+    pub sql_mode_flags: u16,
 }
 
 /// How one step ended.
@@ -112,7 +117,7 @@ enum State {
     Rows,
     /// Read into memory: its column definitions (until [`Results::reply`] takes them),
     /// rows and end.
-    Buffered(Option<Vec<BytesMut>>, VecDeque<BytesMut>, StepEnd),
+    Buffered(Option<(Vec<BytesMut>, u16)>, VecDeque<BytesMut>, StepEnd),
     Done(StepEnd),
 }
 
@@ -132,6 +137,9 @@ pub struct Results<'c, 'p> {
     pub found_rows: u64,
     /// The value `LAST_INSERT_ID(expr)` set (with [`Extras::sets_insert_id`]).
     pub insert_id_set: Option<u64>,
+    /// `@@session.sql_mode` as read back after a step that ended under another mode than
+    /// the session's ([`Extras::sql_mode_flags`]).
+    pub sql_mode_read: Option<Vec<u8>>,
 }
 
 /// One more connection to `ds` for a scatter that holds one already (asked for only as
@@ -185,6 +193,7 @@ impl<'c, 'p> Results<'c, 'p> {
             diagnostics: Vec::new(),
             found_rows: 0,
             insert_id_set: None,
+            sql_mode_read: None,
         };
         for l in 0..results.lanes.len() {
             results.send_next(l).await?;
@@ -328,7 +337,7 @@ impl<'c, 'p> Results<'c, 'p> {
         }
         if let State::Buffered(defs, _, _) = &mut self.state[step] {
             return match defs.take() {
-                Some(defs) => Ok(Reply::ResultSet(defs)),
+                Some((columns, status)) => Ok(Reply::ResultSet { columns, status }),
                 None => Err(ProxyError::Internal(format!(
                     "step {step}'s reply was read twice"
                 ))),
@@ -347,7 +356,7 @@ impl<'c, 'p> Results<'c, 'p> {
                 let end = StepEnd::from_ok(ok);
                 self.step_done(step, end).await?;
             }
-            Reply::ResultSet(_) => self.state[step] = State::Rows,
+            Reply::ResultSet { .. } => self.state[step] = State::Rows,
         }
         Ok(reply)
     }
@@ -428,6 +437,13 @@ impl<'c, 'p> Results<'c, 'p> {
                     .insert("last_insert_id".to_owned(), id.to_string().into_bytes());
                 self.insert_id_set = Some(id);
             }
+            if end.status & crate::protocol::status::SQL_MODE != self.extras.sql_mode_flags {
+                let mode = conn.sql_mode().await?;
+                conn.state
+                    .vars
+                    .insert("sql_mode".to_owned(), crate::rewrite::quote_string(&mode));
+                self.sql_mode_read = Some(mode);
+            }
         }
         self.state[step] = State::Done(end);
         if !more {
@@ -448,7 +464,7 @@ impl<'c, 'p> Results<'c, 'p> {
             for &step in earlier {
                 let defs = match self.reply(step).await? {
                     Reply::Ok(_) => continue,
-                    Reply::ResultSet(defs) => defs,
+                    Reply::ResultSet { columns, status } => (columns, status),
                 };
                 let mut rows = VecDeque::new();
                 loop {

@@ -61,6 +61,12 @@ pub struct Transaction {
     held: LiteMap<DatasourceId, PooledConn>,
     /// The `BEGIN`/`START TRANSACTION` text, replayed on each datasource that joins.
     begin: Option<Vec<u8>>,
+    /// Its access mode: `Some(true)` for `READ ONLY`, `Some(false)` for `READ WRITE`.
+    begin_read_only: Option<bool>,
+    /// The proxy opened it for one statement with autocommit on (pending `SET
+    /// TRANSACTION` characteristics): on MariaDB that statement is a transaction of its
+    /// own, which clients are not told of.
+    statement_only: bool,
     /// The datasources whose held connection joined the explicit transaction (got its
     /// `BEGIN`). A connection held from before `BEGIN` (a pinned session's) joins when the
     /// transaction first uses it, as a connection taken from the pool does.
@@ -72,6 +78,8 @@ pub struct Transaction {
     savepoints: Vec<String>,
     /// The datasource this transaction writes to (one at most, until XA).
     write_datasource: Option<DatasourceId>,
+    /// A statement of this transaction changed rows ([`Transaction::changed_rows`]).
+    changed_rows: bool,
     /// State the proxy cannot carry was created: connections stay held until the end.
     pinned: bool,
     /// A connection holding the transaction or pinned state failed (why).
@@ -92,6 +100,37 @@ impl Transaction {
     /// has one open (autocommit off starts one with the first statement).
     pub fn in_transaction(&self) -> bool {
         self.begin.is_some() || self.held.values().any(|c| c.in_transaction())
+    }
+
+    /// Whether the open transaction is read-only (MariaDB's `SERVER_STATUS_IN_TRANS_READONLY`),
+    /// with `session_read_only` the session's `tx_read_only`. Once a backend runs it, the
+    /// backends say; before, a `BEGIN`'s own access mode, else pending `SET TRANSACTION`
+    /// characteristics, else the session's mode, as MariaDB decides it at `BEGIN`.
+    pub fn read_only(&self, session_read_only: bool) -> bool {
+        let mut started = self.held.values().filter(|c| c.in_transaction()).peekable();
+        if started.peek().is_some() {
+            return started.any(|c| c.status() & crate::protocol::status::IN_TRANS_READONLY != 0);
+        }
+        if self.begin.is_none() {
+            return false;
+        }
+        self.begin_read_only
+            .or(self.next_characteristics.and_then(|c| c.read_only))
+            .unwrap_or(session_read_only)
+    }
+
+    /// In a transaction that clients are told of (`SERVER_STATUS_IN_TRANS`): any but one
+    /// the proxy opened for a single statement ([`Transaction::begin_statement`]).
+    pub fn shown(&self) -> bool {
+        self.in_transaction() && !self.statement_only
+    }
+
+    /// A transaction for one statement with autocommit on (with pending characteristics):
+    /// as [`Transaction::begin`], but not shown to clients, as MariaDB shows no transaction
+    /// around an autocommit statement.
+    pub fn begin_statement(&mut self, sql: &[u8]) {
+        self.begin(sql, None);
+        self.statement_only = true;
     }
 
     /// An explicit transaction (`BEGIN`) is open.
@@ -151,9 +190,12 @@ impl Transaction {
     }
 
     /// `BEGIN`: nothing reaches a backend until a statement does; each datasource the
-    /// transaction touches starts it then, with the same text.
-    pub fn begin(&mut self, sql: &[u8]) {
+    /// transaction touches starts it then, with the same text. `read_only`: the access
+    /// mode the text names, if any.
+    pub fn begin(&mut self, sql: &[u8], read_only: Option<bool>) {
         self.begin = Some(sql.to_vec());
+        self.begin_read_only = read_only;
+        self.statement_only = false;
         self.joined.clear();
         // MariaDB's START TRANSACTION releases the table locks (implicit UNLOCK TABLES).
         self.locked.clear();
@@ -404,6 +446,7 @@ impl Transaction {
         if !self.in_transaction() {
             self.savepoints.clear();
             self.write_datasource = None;
+            self.changed_rows = false;
         }
     }
 
@@ -417,6 +460,19 @@ impl Transaction {
                 config.datasource(ds).name
             ))),
             _ => Ok(()),
+        }
+    }
+
+    /// Whether the open transaction changed a row (MariaDB's read-write transaction: a
+    /// write that matched nothing, or set values to what they were, leaves it read-only).
+    pub fn changed_rows(&self) -> bool {
+        self.changed_rows
+    }
+
+    /// Records that a statement of the open transaction changed rows.
+    pub fn record_changed_rows(&mut self) {
+        if self.in_transaction() {
+            self.changed_rows = true;
         }
     }
 
@@ -458,10 +514,13 @@ impl Transaction {
     /// connections the session need not hold go back to the pool.
     pub fn ended(&mut self) {
         self.begin = None;
+        self.begin_read_only = None;
+        self.statement_only = false;
         self.joined.clear();
         self.clear_next_characteristics();
         self.savepoints.clear();
         self.write_datasource = None;
+        self.changed_rows = false;
         self.release_idle();
     }
 

@@ -520,7 +520,10 @@ impl Session {
             }
         }
         let ran = match ran {
-            Ok(()) => self.run_plan(client, &plan, None, Extras::default()).await,
+            Ok(()) => {
+                self.run_plan(client, &plan, None, Extras::default(), more)
+                    .await
+            }
             Err(e) => Err(e),
         };
         if let Ok(conn) = self.connection(ds).await {

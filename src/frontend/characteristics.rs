@@ -89,8 +89,12 @@ impl Session {
             Role::TemporaryTable if chars.read_only == Some(true) => Err(read_only_transaction()),
             Role::TemporaryTable => Ok(ForCharacteristics::No),
             Role::ImplicitCommit => Ok(ForCharacteristics::Implicit),
+            Role::Transaction if self.autocommit => {
+                self.txn.begin_statement(b"START TRANSACTION");
+                Ok(ForCharacteristics::Opened)
+            }
             Role::Transaction => {
-                self.txn.begin(b"START TRANSACTION");
+                self.txn.begin(b"START TRANSACTION", None);
                 Ok(ForCharacteristics::Opened)
             }
         }

@@ -173,9 +173,20 @@ impl Client {
             .map_err(|e| ProxyError::ClientGone(e.to_string()))
     }
 
-    /// An OK packet.
+    /// An OK packet; its session-state data only to a client that negotiated
+    /// SESSION_TRACK.
     pub fn ok(&mut self, ok: &OkInfo) -> Result<(), ProxyError> {
-        let payload = ok_packet(0x00, ok);
+        let payload = if ok.session_state.is_empty() || self.session_track() {
+            ok_packet(0x00, ok)
+        } else {
+            ok_packet(
+                0x00,
+                &OkInfo {
+                    session_state: Vec::new(),
+                    ..ok.clone()
+                },
+            )
+        };
         self.packet(&payload)
     }
 

@@ -43,7 +43,9 @@ const ER_HANDSHAKE_ERROR: u16 = 1043;
 /// Capabilities the proxy offers (CLIENT_SSL is added when TLS is configured).
 /// CLIENT_LONG_PASSWORD stays set so MariaDB clients do not expect MariaDB-only extended
 /// capabilities; SESSION_TRACK is offered so clients read the OK packet's info
-/// length-encoded (no session-state data is ever sent).
+/// length-encoded, and get the schema and system-variable changes a server tracks;
+/// LOCAL_FILES so a client that enables it may `LOAD DATA LOCAL INFILE` (the proxy asks
+/// for a file only in answer to that statement, by the name the statement gives).
 pub fn server_capabilities() -> CapabilityFlags {
     CapabilityFlags::CLIENT_LONG_PASSWORD
         | CapabilityFlags::CLIENT_FOUND_ROWS
@@ -63,6 +65,7 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
         | CapabilityFlags::CLIENT_SESSION_TRACK
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
+        | CapabilityFlags::CLIENT_LOCAL_FILES
 }
 
 /// The plugin the greeting names (its scramble is computed for it by most clients).
@@ -78,6 +81,10 @@ pub struct Context<'a> {
     pub logins: &'a Logins,
     /// The version string of the greeting.
     pub server_version: &'a str,
+    /// The status flags of the greeting: a new session's, as the servers start one
+    /// (`AUTOCOMMIT`, and the flags of their `sql_mode`: clients escape by them from the
+    /// start).
+    pub status: u16,
     /// The connection id of the greeting (what `KILL` takes).
     pub connection_id: u32,
     /// `ip:port` of the client (`localhost` on a Unix socket), for messages.
@@ -261,7 +268,7 @@ async fn greet(
         Some(part2),
         offered,
         SERVER_COLLATION,
-        StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+        StatusFlags::from_bits_retain(cx.status),
         Some(GREETING_PLUGIN.name().as_bytes()),
     );
     let mut buf = Vec::new();

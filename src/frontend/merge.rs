@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use bytes::BytesMut;
 
 use super::client::Client;
-use super::respond::{Outcome, STATEMENT_FLAGS, send_columns};
+use super::respond::{Outcome, send_columns};
 use crate::backend::Reply;
 use crate::error::ProxyError;
 use crate::execute::Results;
@@ -99,7 +99,7 @@ pub(super) async fn merged(
     if sorted {
         results.buffer_shared_lanes(spec.row_cap).await?;
     }
-    let defs = result_set(results.reply(0).await?)?;
+    let (defs, columns_status) = result_set(results.reply(0).await?)?;
     let metas = defs
         .iter()
         .map(|d| ColumnMeta::parse(d))
@@ -119,11 +119,13 @@ pub(super) async fn merged(
             Protocol::Text
         },
     };
+    // The first shard's flags stand for all: each plans the same statement on a table of
+    // the same definition, as the one table would be planned.
     send_columns(
         client,
         &defs[..shape.visible],
         plan.steps[0].names.as_ref(),
-        status,
+        crate::protocol::status::relayed(status, columns_status),
     )?;
     let count_all = results.counts_found_rows() && spec.distinct.is_some();
     let mut m = Merger {
@@ -162,9 +164,10 @@ pub(super) async fn merged(
     m.finish()
 }
 
-fn result_set(reply: Reply) -> Result<Vec<BytesMut>, ProxyError> {
+/// A result set's column definitions and the status flags of the EOF after them.
+fn result_set(reply: Reply) -> Result<(Vec<BytesMut>, u16), ProxyError> {
     match reply {
-        Reply::ResultSet(defs) => Ok(defs),
+        Reply::ResultSet { columns, status } => Ok((columns, status)),
         Reply::Ok(_) => Err(ProxyError::Internal(
             "a shard answered a merged SELECT without a result set".into(),
         )),
@@ -189,7 +192,7 @@ struct Merger<'a, 'r, 'c, 'p> {
 impl Merger<'_, '_, '_, '_> {
     /// Reads a later step's column definitions: the same number of columns as the first.
     async fn open(&mut self, step: usize) -> Result<(), ProxyError> {
-        let defs = result_set(self.results.reply(step).await?)?;
+        let (defs, _) = result_set(self.results.reply(step).await?)?;
         if defs.len() != self.shape.metas.len() {
             return Err(ProxyError::Internal(format!(
                 "shards returned different column counts ({} and {})",
@@ -324,7 +327,7 @@ impl Merger<'_, '_, '_, '_> {
         );
         for step in 0..self.steps {
             if step > 0 {
-                let defs = result_set(self.results.reply(step).await?)?;
+                let (defs, _) = result_set(self.results.reply(step).await?)?;
                 if defs.len() != self.shape.metas.len() {
                     return Err(ProxyError::Internal(
                         "shards returned different column counts".into(),
@@ -354,7 +357,7 @@ impl Merger<'_, '_, '_, '_> {
         for step in 0..self.steps {
             if let Some(end) = self.results.end(step) {
                 self.out.warnings += u32::from(end.warnings);
-                self.out.statement_flags |= end.status & STATEMENT_FLAGS;
+                self.out.add_end(end.status);
             }
         }
         Ok(self.out)

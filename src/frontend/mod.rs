@@ -9,6 +9,7 @@ pub mod client;
 mod explain;
 pub mod handshake;
 mod ids;
+mod load;
 mod locks;
 mod memo;
 mod merge;
@@ -76,12 +77,18 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
     transport.set_write_timeout(runtime.config.server.client_write_timeout);
     let limit = runtime.config.server.handshake_timeout;
     let version = proxy.server_version().await;
+    let defaults = proxy.session_defaults().await;
+    let greeting_status = crate::protocol::status::AUTOCOMMIT
+        | defaults.as_ref().map_or(0, |d| {
+            crate::protocol::status::sql_mode_flags(&String::from_utf8_lossy(&d.sql_mode))
+        });
     let peer_text = peer.name.clone();
     let cx = handshake::Context {
         config: &runtime.config,
         security: &runtime.client_security,
         logins: &proxy.logins,
         server_version: &version,
+        status: greeting_status,
         connection_id: id,
         peer: &peer_text,
     };
@@ -151,8 +158,13 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
 }
 
 /// The command phase: reads and answers the client's commands until it quits, fails, is
-/// killed, or the proxy drains while it is not in a transaction.
+/// killed, stays silent longer than its session's idle timeout
+/// ([`Session::idle_timeout`]: the connection closes without a word, as MariaDB closes
+/// it, and what the session held is released), or the proxy drains while it is not in a
+/// transaction.
 async fn serve_commands(session: &mut Session, client: &mut Client, collation: u8, id: u32) {
+    let silence = tokio::time::sleep(std::time::Duration::ZERO);
+    tokio::pin!(silence);
     loop {
         client.stream.reset_seq();
         let handle = session.handle.clone();
@@ -160,9 +172,16 @@ async fn serve_commands(session: &mut Session, client: &mut Client, collation: u
         if handle.killed() || idle && handle.draining() {
             break;
         }
+        let limit = session.idle_timeout();
+        silence.as_mut().reset(tokio::time::Instant::now() + limit);
         let read = tokio::select! {
             read = client.stream.read_packet() => read,
             () = handle.stop_signal(idle) => break,
+            () = &mut silence => {
+                tracing::info!(connection = id, user = %session.user(), ?limit, "client idle longer than the session's wait_timeout: disconnected, as the server would");
+                session.proxy.metrics.count_idle_timeout();
+                break;
+            }
         };
         let packet = match read {
             Ok(Some(p)) => p,
@@ -196,6 +215,7 @@ async fn welcome(session: &mut Session, client: &mut Client, database: Option<&s
     let sent = match welcome {
         Ok(()) => client.ok(&OkInfo {
             status: session.status(),
+            session_state: session.schema_state(),
             ..Default::default()
         }),
         Err(e) => client.error(&e),

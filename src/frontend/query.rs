@@ -174,6 +174,7 @@ impl Session {
     ) -> Result<(), ProxyError> {
         match command {
             Command::Statement => self.data_statement(client, sql, lexed, shape, more).await,
+            Command::LoadDataLocal => self.load_data_local(client, sql, lexed, more).await,
             Command::Begin => self.begin(client, sql, more).await,
             Command::Commit => self.finish(client, b"COMMIT", more).await,
             Command::Rollback => self.finish(client, b"ROLLBACK", more).await,
@@ -317,13 +318,13 @@ impl Session {
         // Checked here: the text is replayed later on each datasource the transaction
         // touches, where a refusal would come too late (and leave a pending `SET
         // TRANSACTION` on a pooled connection).
-        crate::sql::characteristics::check_begin(sql, &lexed.tokens)
+        let read_only = crate::sql::characteristics::check_begin(sql, &lexed.tokens)
             .map_err(super::characteristics::syntax_error)?;
         if self.in_transaction() {
             // MySQL commits the open transaction first.
             self.txn.end(b"COMMIT").await?;
         }
-        self.txn.begin(sql);
+        self.txn.begin(sql, read_only);
         let snapshot = lexed
             .tokens
             .windows(2)

@@ -4,22 +4,18 @@
 //! logical schema and tables. The final terminator is left to the caller, which knows
 //! the session's status once the statement's connections are released.
 
-use mysql_common::constants::StatusFlags;
-
 use super::client::Client;
 use crate::backend::Reply;
 use crate::error::ProxyError;
 use crate::execute::Results;
 use crate::plan::Plan;
 use crate::protocol::packets::OkInfo;
+use crate::protocol::status;
 use crate::rewrite::ResultNames;
 
-pub(super) const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
-
-/// Backend status flags that describe the statement rather than the session: passed on.
-pub(super) const STATEMENT_FLAGS: u16 = StatusFlags::SERVER_STATUS_NO_GOOD_INDEX_USED.bits()
-    | StatusFlags::SERVER_STATUS_NO_INDEX_USED.bits()
-    | StatusFlags::SERVER_QUERY_WAS_SLOW.bits();
+/// The flags of a backend's final packet a statement's final packet keeps: the
+/// statement's index use and the SQL mode it ran under ([`status::relayed`]).
+pub(super) const KEPT_FLAGS: u16 = status::STATEMENT | status::SQL_MODE;
 
 /// Rows of at least this many bytes are passed to the client as they arrive instead of
 /// read whole first: the proxy's memory for a result does not grow with its rows' size.
@@ -38,21 +34,51 @@ pub(super) struct Outcome {
     pub last_insert_id: u64,
     /// Warnings, summed.
     pub warnings: u32,
-    /// The OK info of a statement that ran on one shard.
+    /// The OK info: one shard's, or the sum of several shards' that read alike.
     pub info: Vec<u8>,
-    /// Statement-level status flags of the backends.
-    pub statement_flags: u16,
+    /// The session-state changes of a statement that ran on one backend (its final OK's).
+    pub session_state: Vec<u8>,
+    /// The backends' final status flags the final packet keeps ([`KEPT_FLAGS`]).
+    pub backend_flags: u16,
+    /// A backend answered (else the final packet is the session's alone).
+    pub from_backend: bool,
 }
 
 impl Outcome {
-    fn add_ok(&mut self, ok: &OkInfo, only: bool) {
+    fn add_ok(&mut self, ok: &OkInfo, first: bool) {
         self.affected_rows += ok.affected_rows;
         if self.last_insert_id == 0 {
             self.last_insert_id = ok.last_insert_id;
         }
         self.warnings += u32::from(ok.warnings);
-        self.info = if only { ok.info.clone() } else { Vec::new() };
-        self.statement_flags |= ok.status & STATEMENT_FLAGS;
+        self.info = if first {
+            ok.info.clone()
+        } else {
+            crate::protocol::packets::sum_infos(&self.info, &ok.info)
+        };
+        // Several backends' changes are not one session's: none is passed on then.
+        self.session_state = if first {
+            ok.session_state.clone()
+        } else {
+            Vec::new()
+        };
+        self.add_end(ok.status);
+    }
+
+    /// Keeps what a backend's final packet says of the statement.
+    pub(super) fn add_end(&mut self, backend_status: u16) {
+        self.backend_flags |= backend_status & KEPT_FLAGS;
+        self.from_backend = true;
+    }
+
+    /// The status flags of the statement's final packet, `session` being the session's
+    /// own after it ran.
+    pub(super) fn final_status(&self, session: u16) -> u16 {
+        if self.from_backend {
+            status::relayed(session, self.backend_flags)
+        } else {
+            session
+        }
     }
 }
 
@@ -70,7 +96,8 @@ pub(super) async fn respond(
     }
 }
 
-/// The column count packet and the definitions (named logically) of a result set.
+/// The column count packet and the definitions (named logically) of a result set;
+/// `status`: the flags of the EOF that ends them.
 pub(super) fn send_columns(
     client: &mut Client,
     defs: &[bytes::BytesMut],
@@ -98,23 +125,25 @@ async fn relay(
     status: u16,
 ) -> Result<Outcome, ProxyError> {
     let mut out = Outcome::default();
-    let only = plan.steps.len() == 1;
     let mut columns: Option<usize> = None;
     for step in 0..plan.steps.len() {
         let names = plan.steps[step].names.as_ref();
         loop {
             match results.reply(step).await? {
                 Reply::Ok(ok) => {
-                    if ok.status & MORE_RESULTS != 0 {
+                    if ok.status & status::MORE_RESULTS_EXISTS != 0 {
                         let mut intermediate = ok.clone();
-                        intermediate.status = status | MORE_RESULTS | (ok.status & STATEMENT_FLAGS);
+                        intermediate.status = status::relayed(status, ok.status);
                         client.ok(&intermediate)?;
                         continue;
                     }
-                    out.add_ok(&ok, only);
+                    out.add_ok(&ok, step == 0);
                     break;
                 }
-                Reply::ResultSet(defs) => {
+                Reply::ResultSet {
+                    columns: defs,
+                    status: columns_status,
+                } => {
                     match columns {
                         Some(n) if n != defs.len() => {
                             return Err(ProxyError::Internal(format!(
@@ -123,7 +152,12 @@ async fn relay(
                             )));
                         }
                         Some(_) => {}
-                        None => send_columns(client, &defs, names, status)?,
+                        None => send_columns(
+                            client,
+                            &defs,
+                            names,
+                            status::relayed(status, columns_status),
+                        )?,
                     }
                     columns = Some(defs.len());
                     loop {
@@ -143,13 +177,13 @@ async fn relay(
                     }
                     let end = results.end(step).cloned().unwrap_or_default();
                     if end.more_results() {
-                        client.rows_end(end.warnings, status | MORE_RESULTS)?;
+                        client.rows_end(end.warnings, status::relayed(status, end.status))?;
                         columns = None;
                         continue;
                     }
                     out.result_set = true;
                     out.warnings += u32::from(end.warnings);
-                    out.statement_flags |= end.status & STATEMENT_FLAGS;
+                    out.add_end(end.status);
                     break;
                 }
             }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::constants::CapabilityFlags;
 
 use crate::backend::{
     BackendConn, Diagnostic,
@@ -16,6 +16,7 @@ use crate::config::DatasourceId;
 use crate::error::ProxyError;
 use crate::execute::{Transaction, Wants};
 use crate::plan::scope::Scope;
+use crate::protocol::status;
 use crate::proxy::{Proxy, Runtime};
 use crate::rewrite::SessionValues;
 use crate::sql::charset::{Decoding, collation_names, decoding_for};
@@ -87,10 +88,17 @@ pub struct Session {
     scope_generation: u64,
     /// The data-statement shapes this session ran last, under `scope` and `rt`.
     memo: super::memo::ShapeMemo,
+    /// What the servers give a new session, as the proxy last read it when this session
+    /// started (or was reset): kept, as a server session keeps what it started with.
+    pub(super) defaults: Option<Arc<crate::proxy::SessionDefaults>>,
 }
 
 fn literal(s: &str) -> Vec<u8> {
-    crate::rewrite::quote_string(s.as_bytes())
+    literal_bytes(s.as_bytes())
+}
+
+fn literal_bytes(s: &[u8]) -> Vec<u8> {
+    crate::rewrite::quote_string(s)
 }
 
 impl Session {
@@ -118,6 +126,26 @@ impl Session {
         vars.insert("collation_connection".to_owned(), literal(&collation));
         vars.insert("autocommit".to_owned(), b"1".to_vec());
         vars.insert("last_insert_id".to_owned(), b"0".to_vec());
+        // The servers' own defaults, so every connection the session uses has them (a
+        // pooled one opened before a `SET GLOBAL` too) and the status flags say so.
+        let defaults = proxy.cached_session_defaults();
+        let interactive = caps.contains(CapabilityFlags::CLIENT_INTERACTIVE);
+        let mut lex_mode = LexMode::default();
+        if let Some(d) = &defaults {
+            vars.insert("sql_mode".to_owned(), literal_bytes(&d.sql_mode));
+            lex_mode = lex_mode.with_sql_mode(&String::from_utf8_lossy(&d.sql_mode));
+            if interactive && d.interactive_timeout != d.wait_timeout {
+                // MariaDB starts an interactive client's session with interactive_timeout
+                // as its wait_timeout.
+                vars.insert(
+                    "wait_timeout".to_owned(),
+                    d.interactive_timeout.to_string().into_bytes(),
+                );
+            }
+        }
+        let key = u64::from(collation_id)
+            | u64::from(interactive) << 8
+            | defaults.as_ref().map_or(0, |d| d.generation) << 9;
         let handle = proxy.sessions.register(id, &user, &host);
         let rt = proxy.runtime();
         let known = proxy.server_databases();
@@ -138,9 +166,9 @@ impl Session {
             caps,
             attributes,
             database: None,
-            vars: SessionVars::handshake_default(collation_id, vars),
+            vars: SessionVars::handshake_default(key, vars),
             autocommit: true,
-            lex_mode: LexMode::default(),
+            lex_mode,
             txn: Transaction::default(),
             last_insert_id: 0,
             row_count: -1,
@@ -151,6 +179,7 @@ impl Session {
             handle,
             tls: None,
             memo: Default::default(),
+            defaults,
         }
     }
 
@@ -184,25 +213,85 @@ impl Session {
         self.txn.in_transaction()
     }
 
-    /// Status flags for the client's OK and EOF packets.
+    /// Status flags for the client's OK and EOF packets (see [`crate::protocol::status`]).
     pub(super) fn status(&self) -> u16 {
-        let mut status = 0u16;
-        if self.autocommit {
-            status |= StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
-        }
-        if self.in_transaction() {
-            status |= StatusFlags::SERVER_STATUS_IN_TRANS.bits();
-        }
-        status
+        self.final_status(false)
     }
 
-    /// Status flags of a statement's final packet.
+    /// Status flags of a statement's final packet: `more` when another statement of the
+    /// same query follows.
     pub(super) fn final_status(&self, more: bool) -> u16 {
-        let mut status = self.status();
-        if more {
-            status |= StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
+        status::session(
+            self.autocommit,
+            self.txn.shown(),
+            self.txn.read_only(self.session_read_only()),
+            self.sql_mode_flags(),
+            more,
+        )
+    }
+
+    /// The status flags of the session's `sql_mode` (`NO_BACKSLASH_ESCAPES`,
+    /// `ANSI_QUOTES`), as the lexer reads statements under it.
+    pub(super) fn sql_mode_flags(&self) -> u16 {
+        let mut flags = 0;
+        if self.lex_mode.no_backslash_escapes {
+            flags |= status::NO_BACKSLASH_ESCAPES;
         }
-        status
+        if self.lex_mode.ansi_quotes {
+            flags |= status::ANSI_QUOTES;
+        }
+        flags
+    }
+
+    /// How long the client may stay silent between commands before the session ends, as
+    /// MariaDB decides it (`THD::get_net_wait_timeout`): in a transaction,
+    /// `idle_write_transaction_timeout` once it wrote or `idle_readonly_transaction_timeout`
+    /// until then, else `idle_transaction_timeout`, whichever is set (above 0); otherwise
+    /// `wait_timeout`, which an interactive client's session starts with at
+    /// `interactive_timeout`. Session values where the session set them, the servers'
+    /// defaults ([`crate::proxy::SessionDefaults`]) otherwise.
+    pub(super) fn idle_timeout(&self) -> std::time::Duration {
+        let defaults = &self.defaults;
+        let seconds = |name: &str, default: u64| {
+            self.vars
+                .get(name)
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok())
+                .unwrap_or(default)
+        };
+        let idle = defaults
+            .as_ref()
+            .map_or([0; 3], |d| d.idle_transaction_timeouts);
+        if self.txn.shown() {
+            let (specific, default) = if self.txn.changed_rows() {
+                ("idle_write_transaction_timeout", idle[2])
+            } else {
+                ("idle_readonly_transaction_timeout", idle[1])
+            };
+            for limit in [
+                seconds(specific, default),
+                seconds("idle_transaction_timeout", idle[0]),
+            ] {
+                if limit > 0 {
+                    return std::time::Duration::from_secs(limit);
+                }
+            }
+        }
+        let interactive = self.caps.contains(CapabilityFlags::CLIENT_INTERACTIVE);
+        let default = defaults.as_ref().map_or(28_800, |d| {
+            if interactive {
+                d.interactive_timeout
+            } else {
+                d.wait_timeout
+            }
+        });
+        std::time::Duration::from_secs(seconds("wait_timeout", default).max(1))
+    }
+
+    /// The session's `tx_read_only` (`SET SESSION TRANSACTION READ ONLY`).
+    fn session_read_only(&self) -> bool {
+        ["tx_read_only", "transaction_read_only"]
+            .iter()
+            .any(|v| self.vars.get(*v).is_some_and(|v| v == b"1"))
     }
 
     /// Collation id and bytes per character of the results the client receives
@@ -362,8 +451,10 @@ impl Session {
             std::mem::take(&mut self.attributes),
         );
         let database = self.database.take();
+        let server_version = self.lex_mode.server_version;
         *self = fresh;
         self.database = database;
+        self.lex_mode.server_version = server_version;
     }
 
     /// After an error, `SHOW WARNINGS` lists it.

@@ -16,7 +16,6 @@ use crate::protocol::packets::OkInfo;
 use crate::rewrite::quote_string;
 use crate::sql::charset::decoding_for;
 use crate::sql::command::SetItem;
-use crate::sql::lexer::LexMode;
 
 /// Variables a `SET NAMES`/`SET CHARACTER SET` changes.
 const CHARSET_VARS: [&str; 4] = [
@@ -93,6 +92,27 @@ fn refusal(items: &[SetItem]) -> Result<(), ProxyError> {
         }
     }
     Ok(())
+}
+
+/// A value the proxy refuses for a variable (`value`: as read back). The session trackers
+/// of state changes and of transactions would have to speak for statements the proxy
+/// answers itself (`BEGIN`, `USE`, `SET TRANSACTION`, prepares), which it cannot do
+/// exactly: refused rather than tracked in part. Schema and system-variable tracking are
+/// exact.
+fn refused_value(name: &str, value: &[u8]) -> Option<ProxyError> {
+    let text = String::from_utf8_lossy(value);
+    let text = text.trim_matches('\'');
+    match name {
+        "session_track_state_change" if text == "1" => Some(ProxyError::not_yet(
+            "session_track_state_change = ON (the proxy answers some statements itself and cannot tell which of them changed the session state); session_track_schema and session_track_system_variables are tracked",
+        )),
+        "session_track_transaction_info" if !text.eq_ignore_ascii_case("OFF") => {
+            Some(ProxyError::not_yet(
+                "session_track_transaction_info other than OFF (a transaction reaches the backends only with its first statement); the IN_TRANS status flag is exact",
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// The variables a `SET` changes that are read back after it runs (sorted, once each).
@@ -270,7 +290,9 @@ impl Session {
             self.txn.pin();
         }
         let conn = self.connection(first).await?;
-        conn.execute(sql).await?;
+        // What the server tells a client that tracks session state (the tracked variables
+        // the statement set, in its words) is what this client is owed.
+        let session_state = conn.execute(sql).await?.session_state;
         // The statement ran: a value that cannot be read back (a name the proxy misread)
         // leaves the connection in a state nobody knows, so it is never pooled again.
         let values = match read_back(conn, &names).await {
@@ -319,6 +341,7 @@ impl Session {
         self.txn.release_idle();
         client.ok(&OkInfo {
             status: self.final_status(more),
+            session_state,
             ..Default::default()
         })
     }
@@ -369,8 +392,23 @@ impl Session {
         self.txn.sync_held(&self.vars).await
     }
 
+    /// The session's `sql_mode` is `mode` (mode names, as read back from the backend that
+    /// ran the statement which changed it): kept, followed by the lexer and the status
+    /// flags, and set on the other connections the session holds.
+    pub(super) async fn adopt_sql_mode(&mut self, mode: Vec<u8>) -> Result<(), ProxyError> {
+        let literal = quote_string(&mode);
+        if self.vars.get("sql_mode") == Some(&literal) {
+            return Ok(());
+        }
+        self.absorb(vec![("sql_mode".to_owned(), literal)])?;
+        self.txn.sync_held(&self.vars).await
+    }
+
     /// Keeps read-back values and updates what depends on them.
     fn absorb(&mut self, values: Vec<(String, Vec<u8>)>) -> Result<(), ProxyError> {
+        if let Some(refused) = values.iter().find_map(|(n, v)| refused_value(n, v)) {
+            return Err(refused);
+        }
         for (name, value) in values {
             let text = String::from_utf8_lossy(&value)
                 .trim_matches('\'')
@@ -389,16 +427,7 @@ impl Session {
                 "sql_select_limit" => {
                     self.select_limit = text.parse().ok().filter(|&n: &u64| n != u64::MAX);
                 }
-                "sql_mode" => {
-                    let upper = text.to_ascii_uppercase();
-                    let ansi = upper.split(',').any(|m| m == "ANSI");
-                    self.lex_mode = LexMode {
-                        no_backslash_escapes: upper.contains("NO_BACKSLASH_ESCAPES"),
-                        ansi_quotes: upper.contains("ANSI_QUOTES") || ansi,
-                        pipes_as_concat: upper.contains("PIPES_AS_CONCAT") || ansi,
-                        server_version: self.lex_mode.server_version,
-                    };
-                }
+                "sql_mode" => self.lex_mode = self.lex_mode.with_sql_mode(&text),
                 "character_set_client" => {
                     self.decoding = decoding_for(&text)
                         .map_err(|m| ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", m))?;
@@ -422,8 +451,26 @@ impl Session {
         self.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
+            session_state: self.schema_state(),
             ..Default::default()
         })
+    }
+
+    /// The session-state entry of the current database, for a session that tracks it
+    /// (`session_track_schema`, the server's default unless the session set it); empty
+    /// otherwise.
+    pub(super) fn schema_state(&self) -> Vec<u8> {
+        let tracked = match self.vars.get("session_track_schema") {
+            Some(v) => v == b"1",
+            None => self
+                .defaults
+                .as_ref()
+                .is_some_and(|d| d.session_track_schema),
+        };
+        match (&self.database, tracked) {
+            (Some(db), true) => crate::protocol::packets::session_state_schema(db.as_bytes()),
+            _ => Vec::new(),
+        }
     }
 
     /// Makes `database` current without answering the client (connect-time database).

@@ -298,6 +298,7 @@ impl Session {
                     && w[1].is_punct(sql, "(")
                     && !w[2].is_punct(sql, ")")
             }),
+            sql_mode_flags: 0,
         };
         self.warnings.clear();
         if extras.calc_found_rows {
@@ -305,7 +306,7 @@ impl Session {
         }
         let mut ran = match self.open_for_characteristics(&s.analysis, sql, s.text.tokens) {
             Ok(opened) => {
-                let ran = self.run_plan(client, plan, binding, extras).await;
+                let ran = self.run_plan(client, plan, binding, extras, more).await;
                 self.close_for_characteristics(opened, ran).await
             }
             Err(e) => Err(e),
@@ -340,13 +341,15 @@ impl Session {
     }
 
     /// Runs the steps (atomically when the plan says so) and relays or merges the replies,
-    /// within the longest query timeout of the datasources involved.
+    /// within the longest query timeout of the datasources involved (`more`: another
+    /// statement of the same query follows).
     pub(super) async fn run_plan(
         &mut self,
         client: &mut Client,
         plan: &Plan,
         binding: Option<&Binding<'_>>,
         extras: Extras,
+        more: bool,
     ) -> Result<Ran, ProxyError> {
         let limit = plan
             .steps
@@ -365,9 +368,10 @@ impl Session {
             self.connection(ds).await?.execute(begin).await?;
         }
         let outcome = if limit.is_zero() {
-            self.steps(client, plan, binding, extras).await
+            self.steps(client, plan, binding, extras, more).await
         } else {
-            match tokio::time::timeout(limit, self.steps(client, plan, binding, extras)).await {
+            let steps = self.steps(client, plan, binding, extras, more);
+            match tokio::time::timeout(limit, steps).await {
                 Ok(r) => r,
                 Err(_) => Err(timeout_error(limit, plan, &self.rt.config)),
             }
@@ -394,7 +398,8 @@ impl Session {
         client: &mut Client,
         plan: &Plan,
         binding: Option<&Binding<'_>>,
-        extras: Extras,
+        mut extras: Extras,
+        more: bool,
     ) -> Result<Ran, ProxyError> {
         let parallel =
             (!self.in_transaction() && self.autocommit && !self.txn.pinned()).then(|| {
@@ -404,7 +409,10 @@ impl Session {
                     .max_fan_out
                     .map_or(usize::MAX, |n| n as usize)
             });
-        let status = self.status();
+        // The session's flags as the statement starts; what the backends add (the
+        // transaction the statement opens, its index use) joins them packet by packet.
+        let status = self.final_status(more);
+        extras.sql_mode_flags = self.sql_mode_flags();
         let handle = self.handle.clone();
         let config = self.rt.config.clone();
         let (txn, wants) = self.parts();
@@ -426,6 +434,7 @@ impl Session {
             diagnostics: std::mem::take(&mut results.diagnostics),
             found_rows: results.found_rows,
             insert_id_set: results.insert_id_set,
+            sql_mode_read: results.sql_mode_read.take(),
         })
     }
 
@@ -461,7 +470,15 @@ impl Session {
                 self.txn.record_write(first.datasource);
             }
         }
+        if let Some(mode) = ran.sql_mode_read {
+            // A procedure changed the session's sql_mode (or the statement ran under its
+            // own: then this is the mode the session had).
+            self.adopt_sql_mode(mode).await?;
+        }
         let out = ran.outcome;
+        if !out.result_set && out.affected_rows > 0 {
+            self.txn.record_changed_rows();
+        }
         self.warnings = ran.diagnostics;
         let issued = plan
             .ids
@@ -502,7 +519,7 @@ impl Session {
             self.proxy.metrics.count_fan_out(user, reached);
         }
         self.txn.release_idle();
-        let status = self.final_status(more) | out.statement_flags;
+        let status = out.final_status(self.final_status(more));
         let warnings = u16::try_from(out.warnings).unwrap_or(u16::MAX);
         if out.result_set {
             client.rows_end(warnings, status)
@@ -516,6 +533,7 @@ impl Session {
                 status,
                 warnings,
                 info: out.info,
+                session_state: out.session_state,
             })
         }
     }
@@ -532,7 +550,9 @@ impl Session {
     ) -> Result<(), ProxyError> {
         let plan = Plan::single(datasource, sql, names);
         self.warnings.clear();
-        let ran = self.run_plan(client, &plan, None, Extras::default()).await;
+        let ran = self
+            .run_plan(client, &plan, None, Extras::default(), more)
+            .await;
         self.conclude(client, &plan, ran, more).await
     }
 
@@ -730,6 +750,8 @@ pub(super) struct Ran {
     diagnostics: Vec<crate::backend::Diagnostic>,
     found_rows: u64,
     insert_id_set: Option<u64>,
+    /// The session's `sql_mode` as read back after a step that ended under another.
+    sql_mode_read: Option<Vec<u8>>,
 }
 
 fn timeout_error(limit: Duration, plan: &Plan, config: &crate::config::Config) -> ProxyError {

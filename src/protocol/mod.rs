@@ -3,6 +3,7 @@
 
 pub mod binary;
 pub mod packets;
+pub mod status;
 pub mod stream;
 
 pub use stream::PacketStream;

@@ -92,24 +92,92 @@ pub struct OkInfo {
     pub warnings: u16,
     /// Human-readable info (`Rows matched: 1  Changed: 1  Warnings: 0`).
     pub info: Vec<u8>,
+    /// Session-state changes (CLIENT_SESSION_TRACK): the entries, one after another,
+    /// each a type byte and its length-encoded data ([`session_state_schema`]); empty when
+    /// none. Sent with `SERVER_SESSION_STATE_CHANGED` to a client that negotiated session
+    /// tracking, never to another.
+    pub session_state: Vec<u8>,
 }
 
 /// Builds an OK packet. `header` is 0x00, or 0xFE when it ends a result set for a client
 /// that negotiated DEPRECATE_EOF. The info is written length-encoded, as servers write it
 /// whether or not the client negotiated SESSION_TRACK (the protocol documentation says
-/// `string<EOF>`; clients read what servers send). No session-state data is ever sent.
+/// `string<EOF>`; clients read what servers send). Session-state data is written (and
+/// `SERVER_SESSION_STATE_CHANGED` set) when `ok` has some: the caller keeps it for
+/// clients that negotiated SESSION_TRACK.
 pub fn ok_packet(header: u8, ok: &OkInfo) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(16 + ok.info.len());
+    let mut buf = Vec::with_capacity(16 + ok.info.len() + ok.session_state.len());
     buf.push(header);
     put_lenenc_int(&mut buf, ok.affected_rows);
     put_lenenc_int(&mut buf, ok.last_insert_id);
-    let status = ok.status & !StatusFlags::SERVER_SESSION_STATE_CHANGED.bits();
+    let changed = StatusFlags::SERVER_SESSION_STATE_CHANGED.bits();
+    let status = if ok.session_state.is_empty() {
+        ok.status & !changed
+    } else {
+        ok.status | changed
+    };
     buf.extend_from_slice(&status.to_le_bytes());
     buf.extend_from_slice(&ok.warnings.to_le_bytes());
-    if !ok.info.is_empty() {
+    if !ok.info.is_empty() || !ok.session_state.is_empty() {
         put_lenenc_bytes(&mut buf, &ok.info);
     }
+    if !ok.session_state.is_empty() {
+        put_lenenc_bytes(&mut buf, &ok.session_state);
+    }
     buf
+}
+
+/// The session-state entry that says the current database is now `database`
+/// (SESSION_TRACK_SCHEMA), as MariaDB writes it after `USE` and at a login that names a
+/// database.
+pub fn session_state_schema(database: &[u8]) -> Vec<u8> {
+    let mut name = Vec::with_capacity(database.len() + 1);
+    put_lenenc_bytes(&mut name, database);
+    let mut entry = vec![0x01];
+    put_lenenc_bytes(&mut entry, &name);
+    entry
+}
+
+/// The info of one OK from the infos of two (`Rows matched: 1  Changed: 1  Warnings: 0`
+/// from two shards): the same wording with the numbers summed, as one table would report
+/// them; empty when the two read differently or one has none.
+pub fn sum_infos(a: &[u8], b: &[u8]) -> Vec<u8> {
+    /// The text between numbers, and the numbers.
+    fn parts(info: &[u8]) -> Option<(Vec<&[u8]>, Vec<u64>)> {
+        let mut words = Vec::new();
+        let mut numbers = Vec::new();
+        let mut rest = info;
+        while !rest.is_empty() {
+            let text = rest
+                .iter()
+                .position(u8::is_ascii_digit)
+                .unwrap_or(rest.len());
+            words.push(&rest[..text]);
+            rest = &rest[text..];
+            let digits = rest
+                .iter()
+                .position(|b| !b.is_ascii_digit())
+                .unwrap_or(rest.len());
+            if digits > 0 {
+                numbers.push(std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?);
+            }
+            rest = &rest[digits..];
+        }
+        Some((words, numbers))
+    }
+    match (parts(a), parts(b)) {
+        (Some((words, x)), Some((other, y))) if !a.is_empty() && words == other => {
+            let mut out = Vec::with_capacity(a.len());
+            for (i, word) in words.iter().enumerate() {
+                out.extend_from_slice(word);
+                if let (Some(m), Some(n)) = (x.get(i), y.get(i)) {
+                    out.extend_from_slice((m + n).to_string().as_bytes());
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Builds a classic EOF packet.
@@ -152,6 +220,20 @@ pub fn parse_ok(payload: &[u8]) -> Option<OkInfo> {
     let status = u16::from_le_bytes(payload.get(pos..pos + 2)?.try_into().ok()?);
     let warnings = u16::from_le_bytes(payload.get(pos + 2..pos + 4)?.try_into().ok()?);
     pos += 4;
+    if status & StatusFlags::SERVER_SESSION_STATE_CHANGED.bits() != 0 {
+        // Only a server that writes session-state data sets it: the info comes first,
+        // length-encoded even when empty.
+        let info = read_lenenc_bytes(payload, &mut pos)?.to_vec();
+        let session_state = read_lenenc_bytes(payload, &mut pos)?.to_vec();
+        return Some(OkInfo {
+            affected_rows,
+            last_insert_id,
+            status,
+            warnings,
+            info,
+            session_state,
+        });
+    }
     let info = match payload.get(pos) {
         Some(&n) if n > 0 => read_lenenc_bytes(payload, &mut pos)
             .map(<[u8]>::to_vec)
@@ -164,6 +246,7 @@ pub fn parse_ok(payload: &[u8]) -> Option<OkInfo> {
         status,
         warnings,
         info,
+        session_state: Vec::new(),
     })
 }
 
@@ -379,6 +462,35 @@ pub fn parse_text_row(payload: &[u8], columns: usize) -> Option<Vec<Option<Vec<u
 mod tests {
     use super::*;
 
+    #[test]
+    fn infos_of_two_shards_add_up_as_one_table_reports_them() {
+        let sum =
+            |a: &str, b: &str| String::from_utf8(sum_infos(a.as_bytes(), b.as_bytes())).unwrap();
+        assert_eq!(
+            sum(
+                "Rows matched: 1  Changed: 1  Warnings: 0",
+                "Rows matched: 12  Changed: 0  Warnings: 3"
+            ),
+            "Rows matched: 13  Changed: 1  Warnings: 3"
+        );
+        assert_eq!(
+            sum(
+                "Records: 2  Duplicates: 0  Warnings: 0",
+                "Records: 1  Duplicates: 1  Warnings: 0"
+            ),
+            "Records: 3  Duplicates: 1  Warnings: 0"
+        );
+        assert_eq!(sum("Rows matched: 1  Changed: 1  Warnings: 0", ""), "");
+        assert_eq!(sum("", ""), "");
+        assert_eq!(
+            sum(
+                "Records: 1  Duplicates: 0  Warnings: 0",
+                "Rows matched: 1  Changed: 1  Warnings: 0"
+            ),
+            ""
+        );
+    }
+
     /// A MariaDB 10.11 greeting (CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH) with its
     /// auth-plugin-data length byte set to `len`.
     fn greeting(len: u8) -> Vec<u8> {
@@ -465,6 +577,7 @@ mod tests {
             status: 2,
             warnings: 1,
             info: b"Rows matched: 3".to_vec(),
+            session_state: Vec::new(),
         };
         let packet = ok_packet(0, &ok);
         assert_eq!(parse_ok(&packet), Some(ok.clone()));
@@ -473,6 +586,16 @@ mod tests {
             packet[packet.len() - ok.info.len() - 1],
             ok.info.len() as u8
         );
+        // Session-state data after an empty info: the flag set, both length-encoded.
+        let tracked = OkInfo {
+            status: 2,
+            session_state: session_state_schema(b"orders"),
+            ..Default::default()
+        };
+        let packet = ok_packet(0, &tracked);
+        let back = parse_ok(&packet).unwrap();
+        assert_eq!(back.status, 2 | 0x4000);
+        assert_eq!(back.session_state, b"\x01\x07\x06orders");
     }
 
     #[test]

@@ -116,23 +116,25 @@ pub fn parse_set_transaction(sql: &[u8], tokens: &[Token]) -> Result<Characteris
 }
 
 /// Checks `BEGIN [WORK]` or `START TRANSACTION [property [, property] ...]` (`tokens`: the
-/// whole statement; executable-comment markers are skipped). `Err` holds what is wrong,
-/// for a 1064.
-pub fn check_begin(sql: &[u8], tokens: &[Token]) -> Result<(), String> {
+/// whole statement; executable-comment markers are skipped) and gives its access mode:
+/// `Some(true)` for `READ ONLY`, `Some(false)` for `READ WRITE`, `None` when it names
+/// neither (the session's or the next transaction's mode applies). `Err` holds what is
+/// wrong, for a 1064.
+pub fn check_begin(sql: &[u8], tokens: &[Token]) -> Result<Option<bool>, String> {
     let tokens = &without_markers(tokens);
     let word = |k: usize, w: &str| tokens.get(k).is_some_and(|t| t.is_word(sql, w));
     if word(0, "begin") {
         return match tokens.len() {
-            1 => Ok(()),
-            2 if word(1, "work") => Ok(()),
+            1 => Ok(None),
+            2 if word(1, "work") => Ok(None),
             _ => Err("BEGIN takes no characteristics (START TRANSACTION does)".into()),
         };
     }
     let mut i = 2;
-    if tokens.len() == i {
-        return Ok(());
-    }
     let mut read_only = None;
+    if tokens.len() == i {
+        return Ok(read_only);
+    }
     loop {
         if word(i, "with") && word(i + 1, "consistent") && word(i + 2, "snapshot") {
             i += 3;
@@ -149,7 +151,7 @@ pub fn check_begin(sql: &[u8], tokens: &[Token]) -> Result<(), String> {
             );
         }
         match tokens.get(i) {
-            None => return Ok(()),
+            None => return Ok(read_only),
             Some(t) if t.is_punct(sql, ",") => i += 1,
             Some(_) => return Err("properties are separated by commas".into()),
         }
@@ -177,7 +179,23 @@ mod tests {
 
     fn begin(text: &str) -> Result<(), String> {
         let lexed = lex(text.as_bytes(), LexMode::default());
-        check_begin(text.as_bytes(), &lexed.tokens)
+        check_begin(text.as_bytes(), &lexed.tokens).map(|_| ())
+    }
+
+    #[test]
+    fn begin_gives_its_access_mode() {
+        let access = |text: &str| {
+            let lexed = lex(text.as_bytes(), LexMode::default());
+            check_begin(text.as_bytes(), &lexed.tokens)
+        };
+        assert_eq!(access("BEGIN"), Ok(None));
+        assert_eq!(access("START TRANSACTION"), Ok(None));
+        assert_eq!(access("START TRANSACTION READ ONLY"), Ok(Some(true)));
+        assert_eq!(
+            access("start transaction with consistent snapshot, read write"),
+            Ok(Some(false))
+        );
+        assert_eq!(access("/*!START TRANSACTION READ ONLY */"), Ok(Some(true)));
     }
 
     #[test]

@@ -37,6 +37,23 @@ impl Default for LexMode {
 }
 
 impl LexMode {
+    /// This mode under the session's `sql_mode` as the server reads it back (mode names,
+    /// comma-separated, combination modes such as `ANSI` expanded; `ANSI` itself counts
+    /// too): its escaping, quoting and `||`; the server version stays.
+    pub fn with_sql_mode(self, sql_mode: &str) -> LexMode {
+        let has = |name: &str| {
+            sql_mode
+                .split(',')
+                .any(|m| m.trim().eq_ignore_ascii_case(name))
+        };
+        LexMode {
+            no_backslash_escapes: has("NO_BACKSLASH_ESCAPES"),
+            ansi_quotes: has("ANSI_QUOTES") || has("ANSI"),
+            pipes_as_concat: has("PIPES_AS_CONCAT") || has("ANSI"),
+            server_version: self.server_version,
+        }
+    }
+
     /// Whether MariaDB runs the content of `/*!NNNNN ...*/` or `/*M!NNNNNN ...*/`: always
     /// without a version; else when the version is at most the server's, except `/*!`
     /// versions 50700-99999 (MySQL's, skipped). As MariaDB's lexer (sql_lex.cc) reads it:

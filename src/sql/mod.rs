@@ -17,6 +17,7 @@ pub mod charset;
 pub mod command;
 pub mod hints;
 pub mod lexer;
+pub mod load_data;
 pub mod predicates;
 pub mod shape;
 

@@ -16,7 +16,9 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 
 import common as C
 
-TX_BITS = SERVER_STATUS.SERVER_STATUS_IN_TRANS | SERVER_STATUS.SERVER_STATUS_AUTOCOMMIT
+# The status bits a driver acts on: transactions, and the escaping mode (issue 23).
+TX_BITS = (SERVER_STATUS.SERVER_STATUS_IN_TRANS | SERVER_STATUS.SERVER_STATUS_AUTOCOMMIT
+           | SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES)
 INSERT_SQL = ("INSERT INTO t_order (order_id, channel, region, user_id, amount, status, note, created_at) "
               "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
 
@@ -466,6 +468,38 @@ class TestWrites(PyCase):
         self.assertGreaterEqual(d["warnings"], 1, "test bug: no warning directly")
         self.assertEqual(pw["rows"], dw["rows"], "SHOW WARNINGS rows after the insert (proxy, direct)")
         self.assertEqual(pw, dw, "SHOW WARNINGS after the insert: description etc. (proxy, direct)")
+
+
+class TestEscaping(PyCase):
+    """PyMySQL escapes a string by the server's NO_BACKSLASH_ESCAPES status flag: with the
+    wrong flag, a quote escaped as \\' ends the string on a server that takes backslashes
+    literally (issue 23, the injection as reported)."""
+
+    ATTACK = "\\' OR 1=1 -- "
+
+    def count(self, conn):
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM t_order WHERE note = %s", (self.ATTACK,))
+            return cur.fetchall()[0][0]
+
+    def test_no_backslash_escapes_reaches_the_driver(self):
+        pc = self.proxy(autocommit=True)
+        dc = self.direct("ds0", database="orders_ref", autocommit=True)
+        for conn in (pc, dc):
+            self.assertEqual(self.count(conn), 0)
+            with conn.cursor() as cur:
+                cur.execute("SET sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')")
+            self.assertTrue(conn.server_status & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+        self.assertEqual(self.count(dc), 0)
+        self.assertEqual(self.count(pc), 0, "the attack string matched orders through the proxy")
+        # The flag stays on every later reply, and goes with the mode.
+        for conn in (pc, dc):
+            conn.ping(reconnect=False)
+            self.assertTrue(conn.server_status & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+            with conn.cursor() as cur:
+                cur.execute("SET sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')")
+            self.assertFalse(conn.server_status & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+            self.assertEqual(self.count(conn), 0)
 
 
 class TestProtocol(PyCase):

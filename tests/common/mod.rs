@@ -9,6 +9,7 @@ pub mod lease;
 pub mod legacy;
 pub mod raw;
 pub mod redis_server;
+pub mod wire;
 
 #[allow(unused_imports)]
 pub use lease::*;
@@ -554,7 +555,8 @@ pub async fn insert_physical(shard: u32, id: u64, channel_name: &str, note: &str
     .await;
 }
 
-/// Deletes every trace of `ids`: their rows on all physical shards and their index rows.
+/// Deletes every trace of `ids`: their rows on all physical shards, in the reference
+/// database (a differential test writes there too) and their index rows.
 pub async fn purge(ids: &[u64]) {
     if ids.is_empty() {
         return;
@@ -577,11 +579,17 @@ pub async fn purge(ids: &[u64]) {
             .await;
         }
         if ds == 0 {
-            exec(
-                &mut conn,
-                &format!("DELETE FROM order_meta.t_order_index WHERE order_id IN ({list})"),
-            )
-            .await;
+            for table in [
+                "order_meta.t_order_index",
+                "orders_ref.t_order",
+                "orders_ref.t_order_item",
+            ] {
+                exec(
+                    &mut conn,
+                    &format!("DELETE FROM {table} WHERE order_id IN ({list})"),
+                )
+                .await;
+            }
         }
     }
 }

@@ -253,6 +253,7 @@ fn user(c: &Checker, i: usize, u: &super::raw::RawUser) -> Result<User, ConfigEr
         scatter_writes: u.scatter_writes,
         databases: u.databases.clone(),
         process: u.process,
+        load_data_local: u.load_data_local,
     })
 }
 

@@ -17,6 +17,9 @@ type Word = compact_str::CompactString;
 /// A command the session handles itself, or [`Command::Statement`] for everything else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
+    /// `LOAD DATA [LOW_PRIORITY | CONCURRENT] LOCAL INFILE ...`: the client's file
+    /// ([`crate::sql::load_data`]).
+    LoadDataLocal,
     /// `BEGIN`, `START TRANSACTION ...`: replayed as written on each datasource that joins.
     Begin,
     /// `COMMIT [WORK]`.
@@ -220,6 +223,9 @@ fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
         })
         .collect();
     let w = |i: usize| words.get(i).map(Word::as_str).unwrap_or("");
+    if crate::sql::load_data::is_local(sql, tokens) {
+        return Command::LoadDataLocal;
+    }
     if let Some(what) = administrative(sql, tokens, &words) {
         return Command::Administrative(what);
     }
@@ -550,7 +556,10 @@ fn administrative(sql: &[u8], tokens: &[Token], words: &[Word]) -> Option<String
         ("change", "master" | "replication") => Some(label(2)),
         ("start" | "stop", "slave" | "replica" | "all") => Some(label(2)),
         ("reset", "master" | "slave" | "replica" | "binary") => Some(label(2)),
-        ("load", "data" | "xml" | "index") => Some(label(2)),
+        ("load", "data") => Some(
+            "LOAD DATA INFILE, which reads a file on the database server's host; LOAD DATA LOCAL INFILE loads the client's own file".to_owned(),
+        ),
+        ("load", "xml" | "index") => Some(label(2)),
         ("set", "password" | "role" | "default") => Some(label(2)),
         ("create" | "drop" | "alter" | "rename", _) => object_type(sql, tokens)
             .filter(|o| ADMIN_OBJECTS.contains(&o.as_str()))
