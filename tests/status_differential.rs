@@ -372,6 +372,20 @@ Q CALL p_status_out(1, @b)
 Q SELECT @b
 P cursor SELECT order_id FROM t_order WHERE order_id IN (?, ?)
 EC cursor i:{a}, i:{b}
+F cursor 1
+F cursor 5
+F cursor 5
+EC cursor i:{a}, i:{b}
+F cursor 2
+EC cursor i:{a}, i:{b}
+R cursor
+F cursor 1
+P cursor_ok UPDATE t_order SET note = 'cursor' WHERE order_id = ?
+EC cursor_ok i:{a}
+P cursor_scatter SELECT channel, COUNT(*) FROM t_order GROUP BY channel ORDER BY channel
+EC cursor_scatter
+F cursor_scatter 3
+F cursor_scatter 3
 
 == multi
 Q SELECT 1; SELECT 2

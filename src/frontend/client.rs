@@ -22,6 +22,17 @@ pub struct Client {
     pub caps: CapabilityFlags,
     /// The column definitions renamed last ([`RenamedColumns`]).
     pub renamed: RenamedColumns,
+    /// Packets held back instead of written, while a reply is made for a cursor
+    /// ([`Client::hold_back`]).
+    pub held_back: Option<HeldBack>,
+}
+
+/// The packets of a reply held back ([`Client::hold_back`]), at most `cap` of them.
+#[derive(Debug, Default)]
+pub struct HeldBack {
+    /// The packets, in order.
+    pub packets: Vec<Vec<u8>>,
+    cap: usize,
 }
 
 /// The column definitions of the last results as the backend sent them and as renamed for
@@ -142,19 +153,55 @@ impl Client {
         names: &Arc<ResultNames>,
     ) -> Result<(), ProxyError> {
         let entry = self.renamed.get(defs, names);
-        for payload in entry.payloads() {
-            self.stream
-                .write_packet(payload)
-                .map_err(|e| ProxyError::ClientGone(e.to_string()))?;
+        match &mut self.held_back {
+            Some(held) => held.packets.extend(entry.payloads().map(<[u8]>::to_vec)),
+            None => {
+                for payload in entry.payloads() {
+                    self.stream
+                        .write_packet(payload)
+                        .map_err(|e| ProxyError::ClientGone(e.to_string()))?;
+                }
+            }
         }
         Ok(())
     }
 
-    /// Queues a packet, mapping I/O errors.
+    /// Queues a packet, mapping I/O errors (holds it back while [`Client::hold_back`] is
+    /// on; past its cap, the statement fails).
     pub fn packet(&mut self, payload: &[u8]) -> Result<(), ProxyError> {
+        if let Some(held) = &mut self.held_back {
+            if held.packets.len() >= held.cap {
+                return Err(ProxyError::not_yet(format!(
+                    "a cursor over a result of more than {} rows (sharding.merge_row_cap): the proxy holds a cursor's rows in memory; execute without a cursor to stream them",
+                    held.cap
+                )));
+            }
+            held.packets.push(payload.to_vec());
+            return Ok(());
+        }
         self.stream
             .write_packet(payload)
             .map_err(|e| ProxyError::ClientGone(e.to_string()))
+    }
+
+    /// From now on packets are held back (at most `cap`) instead of written, until
+    /// [`Client::release_held`]: the reply of an execution that opens a cursor, whose rows
+    /// wait for COM_STMT_FETCH.
+    pub fn hold_back(&mut self, cap: usize) {
+        self.held_back = Some(HeldBack {
+            packets: Vec::new(),
+            cap,
+        });
+    }
+
+    /// Ends holding packets back; the packets held.
+    pub fn release_held(&mut self) -> Vec<Vec<u8>> {
+        self.held_back.take().map(|h| h.packets).unwrap_or_default()
+    }
+
+    /// Whether packets are held back (rows must then go through [`Client::packet`]).
+    pub fn holding_back(&self) -> bool {
+        self.held_back.is_some()
     }
 
     /// Sends what is queued.

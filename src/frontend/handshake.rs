@@ -199,6 +199,7 @@ pub async fn accept(
         stream,
         caps: response.caps & offered,
         renamed: Default::default(),
+        held_back: None,
     };
     if let Some((charset, _)) = collation_names(response.collation) {
         if let Err(message) = decoding_for(&charset) {
@@ -294,6 +295,7 @@ async fn bad_handshake(
         stream,
         caps: offered,
         renamed: Default::default(),
+        held_back: None,
     };
     client.error(&ProxyError::client(ER_HANDSHAKE_ERROR, b"08S01", message))?;
     client.flush().await?;

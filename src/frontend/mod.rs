@@ -362,7 +362,7 @@ async fn prepared_statement_command(
         }
         Command::COM_STMT_EXECUTE => session.execute_statement(client, body).await,
         Command::COM_STMT_RESET => session.reset_statement(client, body),
-        Command::COM_STMT_FETCH => Err(session.fetch(body)),
+        Command::COM_STMT_FETCH => session.fetch(client, body),
         Command::COM_STMT_CLOSE => {
             session.close_statement(body);
             return Ok(());

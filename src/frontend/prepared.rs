@@ -78,6 +78,8 @@ pub struct PreparedStatement {
     /// The epoch its text last passed the scope and catalog-view checks in: an execution
     /// in the same epoch would get the same answers, since the text is the same.
     checked_in: Option<super::memo::Epoch>,
+    /// The rows of the cursor its last execution opened, not fetched yet.
+    cursor: Option<std::collections::VecDeque<Vec<u8>>>,
 }
 
 /// Long data the proxy buffers per statement between executions (64 MiB, its largest
@@ -292,6 +294,7 @@ impl Session {
                 long_data_bytes: 0,
                 generation: self.rt.generation,
                 checked_in: None,
+                cursor: None,
             },
         );
         id
@@ -374,9 +377,31 @@ impl Session {
                 checked
             }
         };
+        // An execution closes the cursor the last one opened.
+        statement.cursor = None;
+        // CURSOR_TYPE_READ_ONLY: the rows wait for COM_STMT_FETCH (clients that negotiated
+        // DEPRECATE_EOF get them at once, as before: their cursor protocol differs).
+        let cursor = payload.get(4).is_some_and(|flags| flags & 1 != 0) && !client.deprecate_eof();
+        if cursor {
+            client.hold_back(
+                usize::try_from(self.rt.config.sharding.merge_row_cap).unwrap_or(usize::MAX),
+            );
+        }
         let result = match checked {
             Ok(()) => self.execute_with(client, &mut statement, payload).await,
             Err(e) => Err(e),
+        };
+        let result = match (cursor, result) {
+            (true, Ok(())) => {
+                let held = client.release_held();
+                statement.cursor = open_cursor(client, held)?;
+                Ok(())
+            }
+            (true, Err(e)) => {
+                client.release_held();
+                Err(e)
+            }
+            (false, result) => result,
         };
         self.handle.set_activity(self.database.as_deref(), None);
         self.statement_done(&statement.sql, &result, started);
@@ -537,6 +562,7 @@ impl Session {
             .get_mut(&id)
             .ok_or_else(|| unknown(id, "mysqld_stmt_reset"))?;
         s.clear_long_data();
+        s.cursor = None;
         client.ok(&crate::protocol::packets::OkInfo {
             status: self.status(),
             ..Default::default()
@@ -550,17 +576,43 @@ impl Session {
         }
     }
 
-    /// COM_STMT_FETCH: the proxy never opens cursors (executions return all rows).
-    pub fn fetch(&mut self, body: &[u8]) -> ProxyError {
+    /// COM_STMT_FETCH: the next rows of the statement's cursor, at most as many as asked
+    /// for, then an EOF that says whether the cursor is still open (`CURSOR_EXISTS`) or
+    /// its last row went (`LAST_ROW_SENT`: fewer rows were left than asked for; the
+    /// cursor is closed), as MariaDB answers.
+    pub fn fetch(&mut self, client: &mut Client, body: &[u8]) -> Result<(), ProxyError> {
         let id = binary::statement_id(body).unwrap_or(0);
-        if !self.statements.by_id.contains_key(&id) {
-            return unknown(id, "mysqld_stmt_fetch");
+        let asked = body
+            .get(4..8)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        let status = self.status();
+        let statement = self
+            .statements
+            .by_id
+            .get_mut(&id)
+            .ok_or_else(|| unknown(id, "mysqld_stmt_fetch"))?;
+        let Some(rows) = statement.cursor.as_mut() else {
+            return Err(ProxyError::client(
+                ER_STMT_HAS_NO_OPEN_CURSOR,
+                b"HY000",
+                format!("The statement ({id}) has no open cursor."),
+            ));
+        };
+        let mut sent = 0;
+        while sent < asked {
+            let Some(row) = rows.pop_front() else {
+                break;
+            };
+            client.packet(&row)?;
+            sent += 1;
         }
-        ProxyError::client(
-            ER_STMT_HAS_NO_OPEN_CURSOR,
-            b"HY000",
-            format!("The statement ({id}) has no open cursor."),
-        )
+        let flag = if sent < asked {
+            statement.cursor = None;
+            crate::protocol::status::LAST_ROW_SENT
+        } else {
+            crate::protocol::status::CURSOR_EXISTS
+        };
+        client.rows_end(0, status | flag)
     }
 
     /// Sends nothing: a helper so the command loop names every statement command.
@@ -576,4 +628,46 @@ impl Session {
         .into_iter()
         .find(|c| *c as u8 == code)
     }
+}
+
+/// Answers an execution that asked for a cursor from its reply held back: a single result
+/// set's column definitions go now, with `CURSOR_EXISTS` in the EOF after them, and its
+/// rows are kept for COM_STMT_FETCH (MariaDB materializes a cursor too). Any other reply
+/// (an OK, several results of a `CALL`) goes as it is, and opens no cursor.
+fn open_cursor(
+    client: &mut Client,
+    held: Vec<Vec<u8>>,
+) -> Result<Option<std::collections::VecDeque<Vec<u8>>>, ProxyError> {
+    use crate::protocol::packets::{is_eof, parse_eof, read_lenenc_int};
+    let single = || -> Option<(usize, usize)> {
+        let first = held.first()?;
+        if first.first() == Some(&0x00) {
+            return None;
+        }
+        let columns = usize::try_from(read_lenenc_int(first, &mut 0)?).ok()?;
+        let end = held.len().checked_sub(1)?;
+        let columns_eof = columns + 1;
+        let closed = held.get(columns_eof).is_some_and(|p| is_eof(p))
+            && is_eof(&held[end])
+            && end > columns_eof
+            && parse_eof(&held[end]).1 & crate::protocol::status::MORE_RESULTS_EXISTS == 0;
+        closed.then_some((columns_eof, end))
+    };
+    let Some((columns_eof, end)) = single() else {
+        for packet in &held {
+            client.packet(packet)?;
+        }
+        return Ok(None);
+    };
+    for packet in &held[..columns_eof] {
+        client.packet(packet)?;
+    }
+    let (warnings, status) = parse_eof(&held[columns_eof]);
+    client.packet(&crate::protocol::packets::eof_packet(
+        warnings,
+        status | crate::protocol::status::CURSOR_EXISTS,
+    ))?;
+    let mut held = held;
+    held.truncate(end);
+    Ok(Some(held.into_iter().skip(columns_eof + 1).collect()))
 }

@@ -161,9 +161,10 @@ async fn relay(
                     }
                     columns = Some(defs.len());
                     loop {
-                        if results
-                            .relay_large_row(step, LARGE_ROW, &mut client.stream)
-                            .await?
+                        if !client.holding_back()
+                            && results
+                                .relay_large_row(step, LARGE_ROW, &mut client.stream)
+                                .await?
                         {
                             out.rows += 1;
                             continue;

@@ -28,6 +28,8 @@ pub const LAST_ROW_SENT: u16 = 0x0080;
 pub const NO_BACKSLASH_ESCAPES: u16 = 0x0200;
 /// The statement was slow (`long_query_time`).
 pub const QUERY_WAS_SLOW: u16 = 0x0800;
+/// The result set that follows holds a `CALL`'s OUT parameters (binary protocol).
+pub const PS_OUT_PARAMS: u16 = 0x1000;
 /// The open transaction is read-only.
 pub const IN_TRANS_READONLY: u16 = 0x2000;
 /// The OK packet carries session-state changes (CLIENT_SESSION_TRACK).
@@ -42,7 +44,8 @@ pub const STATEMENT: u16 = NO_GOOD_INDEX_USED | NO_INDEX_USED | QUERY_WAS_SLOW;
 pub const SQL_MODE: u16 = NO_BACKSLASH_ESCAPES | ANSI_QUOTES;
 
 /// The flags a relayed packet takes from the backend that sent it.
-const FROM_BACKEND: u16 = STATEMENT | SQL_MODE | IN_TRANS | IN_TRANS_READONLY | MORE_RESULTS_EXISTS;
+const FROM_BACKEND: u16 =
+    STATEMENT | SQL_MODE | IN_TRANS | IN_TRANS_READONLY | MORE_RESULTS_EXISTS | PS_OUT_PARAMS;
 
 /// The status word of a reply the proxy builds for a session: `autocommit`, whether a
 /// transaction is open and whether it is read-only, the flags of its `sql_mode`
