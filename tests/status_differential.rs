@@ -224,7 +224,7 @@ fn script(a: u64, b: u64, c: u64) -> String {
         )
     };
     let text = format!(
-        r"
+        r#"
 == text
 {insert_a}
 {insert_b}
@@ -288,6 +288,26 @@ Q SET SESSION sql_mode = DEFAULT
 Q SELECT 1
 Q SET sql_mode = 'NO_BACKSLASH_ESCAPES'
 RESET
+Q SELECT 1
+
+== each sql mode
+Q SET sql_mode = 'ANSI_QUOTES'
+Q SELECT "order_id" FROM t_order WHERE order_id = {a}
+Q SET sql_mode = 'PIPES_AS_CONCAT'
+Q SELECT 'a' || 'b'
+Q SET sql_mode = 'ANSI'
+Q SELECT COUNT(*) FROM t_order WHERE "channel" = 'EU_CHANNEL'
+Q SET sql_mode = 'TRADITIONAL'
+Q SELECT 1
+Q SET sql_mode = 'ORACLE'
+Q SELECT 1 FROM DUAL
+Q SET sql_mode = 'MSSQL,NO_BACKSLASH_ESCAPES'
+Q SELECT 1
+Q SET sql_mode = 'DB2'
+Q SELECT * FROM t_order WHERE order_id = {a}
+Q SET sql_mode = 'NO_BACKSLASH_ESCAPES,ANSI_QUOTES,STRICT_ALL_TABLES'
+Q SELECT COUNT(*) FROM t_order WHERE note = '\'
+Q SET sql_mode = DEFAULT
 Q SELECT 1
 
 == transactions
@@ -440,7 +460,7 @@ Q SET autocommit = 0
 Q SELECT * FROM t_order WHERE order_id = {a}
 Q COMMIT
 Q SET autocommit = 1; SELECT 1
-",
+"#,
         insert_a = insert(a, "EU_CHANNEL"),
         insert_b = insert(b, "EU_CHANNEL"),
         insert_c = insert(c, "CN_CHANNEL"),

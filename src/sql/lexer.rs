@@ -176,6 +176,9 @@ pub struct Lexed {
     pub spaced: Vec<bool>,
     /// A string, quoted identifier or comment that never closes.
     pub unterminated: bool,
+    /// Its strings were read with a backslash as an ordinary character
+    /// (`NO_BACKSLASH_ESCAPES`).
+    pub no_backslash_escapes: bool,
 }
 
 /// Splits text into statements at `;` outside strings, comments and compound bodies
@@ -241,6 +244,7 @@ pub fn lex(sql: &[u8], mode: LexMode) -> Lexed {
     }
     lexed.comments = comments;
     lexed.unterminated = lexer.unterminated;
+    lexed.no_backslash_escapes = mode.no_backslash_escapes;
     lexed
 }
 

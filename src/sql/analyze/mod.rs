@@ -51,7 +51,7 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
         // deep tree overflows the stack: such statements are not parsed at all.
         return Err(format!("more than {MAX_OPERATORS} operators"));
     }
-    let decoded = Decoded::new(&executable_comments_opened(sql, lexed), cx.decoding);
+    let decoded = Decoded::new(&parser_text(sql, lexed), cx.decoding);
     let statements = Parser::new(&MySqlDialect {})
         .try_with_sql(&decoded.text)
         .and_then(|mut p| p.parse_statements())
@@ -133,17 +133,38 @@ fn is_operator(sql: &[u8], t: &super::lexer::Token) -> bool {
     }
 }
 
-/// The statement with the delimiters of executable comments (`/*!50001 ... */`,
-/// `/*M!100100 ... */`) blanked: MariaDB runs what they hold, so the parser must read it
-/// too. Same length, so positions stay where they were.
-fn executable_comments_opened<'a>(sql: &'a [u8], lexed: &Lexed) -> std::borrow::Cow<'a, [u8]> {
+/// The statement as the SQL parser reads it: the delimiters of executable comments
+/// (`/*!50001 ... */`, `/*M!100100 ... */`) blanked (MariaDB runs what they hold, so the
+/// parser must read it too), and under NO_BACKSLASH_ESCAPES the backslashes of strings
+/// replaced. Same length, so positions stay where they were.
+fn parser_text<'a>(sql: &'a [u8], lexed: &Lexed) -> std::borrow::Cow<'a, [u8]> {
     let delimiters: Vec<_> = lexed.tokens.iter().filter(|t| t.is_exec_marker()).collect();
-    if delimiters.is_empty() {
+    // Under NO_BACKSLASH_ESCAPES a backslash ends nothing in a string, but the SQL parser
+    // (MySQL dialect) always reads it as an escape: `'\'` would not close. Each is read as
+    // another byte instead, so the parser sees the strings the lexer found. The parser's
+    // string values are never used (literals are read from the tokens, under the mode).
+    let backslashes: Vec<_> = if lexed.no_backslash_escapes {
+        lexed
+            .tokens
+            .iter()
+            .filter(|t| t.kind == TokenKind::String && t.bytes(sql).contains(&b'\\'))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if delimiters.is_empty() && backslashes.is_empty() {
         return std::borrow::Cow::Borrowed(sql);
     }
     let mut out = sql.to_vec();
     for t in delimiters {
         out[t.range.clone()].fill(b' ');
+    }
+    for t in backslashes {
+        for b in &mut out[t.range.clone()] {
+            if *b == b'\\' {
+                *b = b'/';
+            }
+        }
     }
     std::borrow::Cow::Owned(out)
 }

@@ -485,3 +485,29 @@ fn assigned_user_variables_are_the_into_list_and_the_targets_of_colon_equals() {
     assert_eq!(names("INSERT INTO t VALUES (@v)"), Vec::<String>::new());
     assert_eq!(names("SELECT a INTO @a FROM t INTO @a"), ["@a"]);
 }
+
+#[test]
+fn a_backslash_ends_no_string_under_no_backslash_escapes() {
+    let config = config();
+    let sql = r"SELECT * FROM t_order WHERE note = 'C:\' AND order_id = 42";
+    let mode = LexMode {
+        no_backslash_escapes: true,
+        ..LexMode::default()
+    };
+    let lexed = lex(sql.as_bytes(), mode);
+    let cx = AnalyzeContext {
+        config: &config,
+        db_is_logical: true,
+        decoding: Decoding::Utf8,
+        pipes_as_concat: false,
+    };
+    let analysis = analyze(sql.as_bytes(), &lexed, cx).unwrap().analysis;
+    let Target::Sharded(plan) = analysis.target else {
+        panic!("{:?}", analysis.target);
+    };
+    assert_eq!(
+        plan.key_values.len(),
+        1,
+        "the order id is found after the string"
+    );
+}
