@@ -453,6 +453,12 @@ Q SET @@session.lc_time_names = 'de_DE'
 Q SET session_track_system_variables = DEFAULT
 Q SET session_track_state_change = OFF
 Q SET session_track_transaction_info = 'OFF'
+Q SET autocommit = 0
+RESET
+Q SELECT 1
+Q USE information_schema
+Q SELECT 1
+INITDB
 
 == track deprecate_eof multi
 Q SELECT 1

@@ -221,10 +221,11 @@ impl Session {
     /// Status flags of a statement's final packet: `more` when another statement of the
     /// same query follows.
     pub(super) fn final_status(&self, more: bool) -> u16 {
+        let in_transaction = self.txn.shown();
         status::session(
             self.autocommit,
-            self.txn.shown(),
-            self.txn.read_only(self.session_read_only()),
+            in_transaction,
+            in_transaction && self.txn.read_only(self.session_read_only()),
             self.sql_mode_flags(),
             more,
         )
