@@ -308,7 +308,7 @@ impl Proxy {
         if current.as_deref() != Some(&read) {
             if current.is_some() {
                 read.generation += 1;
-                tracing::info!(sql_mode = %String::from_utf8_lossy(&read.sql_mode), wait_timeout = read.wait_timeout, "the servers' session defaults changed: new sessions start with them");
+                tracing::info!(sql_mode = %String::from_utf8_lossy(&read.sql_mode), wait_timeout = read.wait_timeout, interactive_timeout = read.interactive_timeout, session_track_schema = read.session_track_schema, idle_transaction_timeouts = ?read.idle_transaction_timeouts, "the servers' session defaults changed: new sessions start with them");
             }
             self.session_defaults.store(Some(Arc::new(read)));
         }

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::wire::{WireClient, WireOptions};
+use common::wire::{Closed, WireClient, WireOptions};
 use common::*;
 use mysql_async::prelude::*;
 use std::net::SocketAddr;
@@ -41,9 +41,10 @@ async fn session(h: &Harness, proxied: bool, options: WireOptions) -> WireClient
     }
 }
 
-/// How a connection left silent ends: after how long, and with which error packet (none
-/// from MariaDB: it closes the socket). Panics when it is still open after `within`.
-async fn silent_end(c: &mut WireClient, within: Duration) -> (Duration, Option<u16>) {
+/// How a connection left silent ends: after how long, and how (MariaDB sends no error
+/// packet and resets the connection, so drivers report the server gone at their next
+/// command). Panics when it is still open after `within`.
+async fn silent_end(c: &mut WireClient, within: Duration) -> (Duration, Closed) {
     let started = Instant::now();
     let end = c
         .closed_within(within)

@@ -180,6 +180,7 @@ async fn serve_commands(session: &mut Session, client: &mut Client, collation: u
             () = &mut silence => {
                 tracing::info!(connection = id, user = %session.user(), ?limit, "client idle longer than the session's wait_timeout: disconnected, as the server would");
                 session.proxy.metrics.count_idle_timeout();
+                client.stream.get_ref().reset_on_close();
                 break;
             }
         };

@@ -118,6 +118,19 @@ impl ClientStream {
         &self.transport
     }
 
+    /// Makes closing this connection abortive (a TCP reset, as MariaDB's close of a
+    /// session that idled past its `wait_timeout` is): the client's next command fails at
+    /// once, and drivers report the server gone (2006) rather than a connection lost
+    /// during the query. A Unix socket has no reset: it closes as usual.
+    pub fn reset_on_close(&self) {
+        let tcp = match &self.transport {
+            Transport::Tcp(tcp) => tcp,
+            Transport::Tls(tls) => tls.get_ref().0,
+            Transport::Unix(_) => return,
+        };
+        let _ = tcp.set_zero_linger();
+    }
+
     /// TLS over this stream's TCP (after the client's SSLRequest); another transport is
     /// kept as it is. The write timeout carries over.
     ///

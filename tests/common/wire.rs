@@ -29,6 +29,16 @@ pub struct WireOptions {
     pub local_files: bool,
 }
 
+/// How the server ended a connection ([`WireClient::closed_within`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed {
+    /// The error packet it sent first, if any.
+    pub error: Option<u16>,
+    /// It reset the connection (the client's next command fails at once) rather than
+    /// closed it.
+    pub reset: bool,
+}
+
 /// A parameter of a prepared-statement execution.
 #[derive(Debug, Clone)]
 pub enum Param {
@@ -563,23 +573,28 @@ impl WireClient {
         self.send(&payload).await;
     }
 
-    /// Waits up to `within` for the server to end the connection; the error packet it
-    /// sent first, if any (`Some(None)`: closed without one; `None`: still open).
-    pub async fn closed_within(&mut self, within: std::time::Duration) -> Option<Option<u16>> {
+    /// Waits up to `within` for the server to end the connection: the error packet it
+    /// sent first, if any, and whether it reset the connection rather than closed it
+    /// (`None`: still open).
+    pub async fn closed_within(&mut self, within: std::time::Duration) -> Option<Closed> {
         use tokio::io::AsyncReadExt;
         let mut all = Vec::new();
         let closed = tokio::time::timeout(within, async {
             let mut buf = vec![0u8; 1 << 12];
             loop {
                 match self.stream.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
+                    Ok(0) => return false,
+                    Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
                     Ok(n) => all.extend_from_slice(&buf[..n]),
                 }
             }
         })
         .await;
-        closed.ok()?;
-        Some((all.len() >= 7 && all[4] == 0xFF).then(|| u16::from_le_bytes([all[5], all[6]])))
+        let reset = closed.ok()?;
+        Some(Closed {
+            error: (all.len() >= 7 && all[4] == 0xFF).then(|| u16::from_le_bytes([all[5], all[6]])),
+            reset,
+        })
     }
 }
 
