@@ -66,7 +66,7 @@ async fn run(target: Target, script: &str) -> Vec<String> {
             continue;
         }
         let c = client.as_mut().expect("a session line first");
-        let lines = step(c, target, &mut statements, line).await;
+        let lines = step(c, target, &mut statements, line.trim_start_matches('~')).await;
         trace.push(format!("{line}\n    {}", lines.join("\n    ")));
     }
     trace
@@ -145,15 +145,32 @@ async fn step(
     }
 }
 
-/// Runs `script` on both targets and returns every step whose replies differ.
+/// Runs `script` on both targets and returns every step whose replies differ. A step
+/// marked `~` may differ in the `sql_mode` flags only: the proxy reports the mode the next
+/// statement is read under, where MariaDB reports the mode of a `SET STATEMENT ... FOR`
+/// statement on its own reply, and keeps a stored routine's mode in its flags after the
+/// routine returned (the server restores the caller's mode): both would make a driver
+/// escape the next statement for a mode the server does not have
+/// (`crate::protocol::status`; [`a_stale_escaping_flag_of_mariadb_is_not_passed_on`]).
 async fn differences(proxy: SocketAddr, script: &str) -> Vec<String> {
     let direct = run(Target::Direct, script).await;
     let through = run(Target::Proxy(proxy), script).await;
     assert_eq!(direct.len(), through.len());
+    let without_mode = |t: &str| {
+        t.replace("|NO_BACKSLASH_ESCAPES", "")
+            .replace("|ANSI_QUOTES", "")
+    };
     direct
         .iter()
         .zip(&through)
-        .filter(|(d, p)| d.replace("orders_ref", "orders") != **p)
+        .filter(|(d, p)| {
+            let d = d.replace("orders_ref", "orders");
+            if d.starts_with('~') {
+                without_mode(&d) != without_mode(p)
+            } else {
+                d != **p
+            }
+        })
         .map(|(d, p)| format!("MariaDB: {d}\n  proxy: {p}"))
         .collect()
 }
@@ -265,10 +282,10 @@ INITDB
 Q SELECT 1
 Q SET sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')
 Q SELECT 1
-Q SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT 1
-Q SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT COUNT(*) FROM t_order
-Q SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT * FROM t_order WHERE order_id = {a}
-Q SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR UPDATE t_order SET note = 'ss' WHERE order_id = {a}
+~Q SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT 1
+~Q SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT COUNT(*) FROM t_order
+~Q SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT * FROM t_order WHERE order_id = {a}
+~Q SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR UPDATE t_order SET note = 'ss' WHERE order_id = {a}
 Q SELECT 1
 Q /*!40101 SET sql_mode = 'NO_BACKSLASH_ESCAPES' */
 Q SELECT 1
@@ -277,11 +294,11 @@ Q SELECT 1
 Q /*!40101 SET SQL_MODE=@OLD_SQL_MODE */
 Q SELECT 1
 Q SET sql_mode = 'NO_BACKSLASH_ESCAPES,STRICT_TRANS_TABLES'
-Q CALL p_status_mode()
-Q SELECT 1
+~Q CALL p_status_mode()
+~Q SELECT 1
 Q SET sql_mode = ''
-Q CALL p_status_nbe()
-Q SELECT 1
+~Q CALL p_status_nbe()
+~Q SELECT 1
 Q SET @@session.sql_mode = 'ANSI,NO_BACKSLASH_ESCAPES'
 Q SELECT 1
 Q SET SESSION sql_mode = DEFAULT
@@ -601,12 +618,15 @@ Q SELECT 1; SELECT 2
     drop(mode);
 }
 
-/// A procedure that turns NO_BACKSLASH_ESCAPES on changes the calling session's mode for
-/// good (MariaDB keeps a `SET sql_mode` made in a procedure's body): the session follows
-/// it, and the backend connection that ran it does not carry it to the next session that
-/// takes it from the pool.
+/// A driver escapes the next statement by the NO_BACKSLASH_ESCAPES flag of the last reply.
+/// MariaDB's flag is stale after a stored procedure that sets `sql_mode` (the server
+/// restores the caller's mode when it returns, and keeps the procedure's flag until the
+/// next `SET`) and on the reply of `SET STATEMENT sql_mode = ... FOR`: a driver then
+/// escapes for a mode the server does not have, an injection against MariaDB itself. The
+/// proxy reports the mode in force, so the same driver through it is safe; and a
+/// procedure's `SET autocommit = 0`, which does last, is followed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_procedures_sql_mode_stays_with_its_session() {
+async fn a_stale_escaping_flag_of_mariadb_is_not_passed_on() {
     let _servers = SERVERS.lock().await;
     let mut config = common::config();
     for ds in &mut config.datasources {
@@ -614,40 +634,76 @@ async fn a_procedures_sql_mode_stays_with_its_session() {
     }
     let h = Harness::start_with(config).await;
     let mut ds0 = backend(0).await;
-    ds0.query_drop("CREATE OR REPLACE PROCEDURE orders.p_status_leak() BEGIN SET sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES'); END")
-        .await
+    for db in ["orders", "orders_ref"] {
+        for sql in [
+            format!("CREATE OR REPLACE PROCEDURE {db}.p_status_lax() BEGIN SET sql_mode = ''; END"),
+            format!(
+                "CREATE OR REPLACE PROCEDURE {db}.p_status_ac0() BEGIN SET autocommit = 0; END"
+            ),
+        ] {
+            ds0.query_drop(sql).await.unwrap();
+        }
+    }
+    // What a driver sends for `note = ?` with the attack value, escaped by the flag.
+    let attack = r"\' OR 1=1 -- ";
+    let escaped = |nbe: bool| {
+        let inner = if nbe {
+            attack.replace('\'', "''")
+        } else {
+            attack.replace('\\', "\\\\").replace('\'', "\\'")
+        };
+        format!("SELECT COUNT(*) FROM t_order WHERE note = '{inner}'")
+    };
+    let nbe_after = |replies: &[String]| replies.last().unwrap().contains("NO_BACKSLASH_ESCAPES");
+    let mut counts = Vec::new();
+    for proxied in [false, true] {
+        let mut c = if proxied {
+            WireClient::connect(h.addr, "app", "app", Some("orders"), WireOptions::default()).await
+        } else {
+            let addr: SocketAddr = format!("127.0.0.1:{}", sandbox_port(0)).parse().unwrap();
+            WireClient::connect(addr, "root", "", Some("orders_ref"), WireOptions::default()).await
+        }
         .unwrap();
-    let nbe = "NO_BACKSLASH_ESCAPES";
-    let mut first =
-        WireClient::connect(h.addr, "app", "app", Some("orders"), WireOptions::default())
+        c.query("SET sql_mode = 'NO_BACKSLASH_ESCAPES'").await;
+        let called = c.query("CALL p_status_lax()").await;
+        assert_eq!(
+            c.value("SELECT @@sql_mode").await.as_deref(),
+            Some("NO_BACKSLASH_ESCAPES"),
+            "the procedure's mode ended with it"
+        );
+        let nbe = nbe_after(&called);
+        counts.push((nbe, c.value(&escaped(nbe)).await));
+        let stated = c.query("SET STATEMENT sql_mode = '' FOR SELECT 1").await;
+        let nbe = nbe_after(&stated);
+        counts.push((nbe, c.value(&escaped(nbe)).await));
+        // A procedure's autocommit lasts: the flags say so, and the next statement on a
+        // table opens a transaction.
+        c.query("SET sql_mode = DEFAULT").await;
+        let off = c.query("CALL p_status_ac0()").await;
+        assert!(!off.last().unwrap().contains("AUTOCOMMIT"), "{off:?}");
+        let id = common::seed().channels["EU_CHANNEL"].new_format_ids[0];
+        let read = c
+            .query(&format!("SELECT note FROM t_order WHERE order_id = {id}"))
+            .await;
+        assert!(
+            read.last().unwrap().contains("status=IN_TRANS "),
+            "{read:?}"
+        );
+        c.query("ROLLBACK").await;
+        c.query("SET autocommit = 1").await;
+    }
+    // MariaDB: the stale flags make the driver's escaping match every order.
+    assert_eq!(counts[0], (false, Some("1500".into())));
+    assert_eq!(counts[1], (false, Some("1500".into())));
+    // Through the proxy: the mode in force, and no order matches.
+    assert_eq!(counts[2], (true, Some("0".into())));
+    assert_eq!(counts[3], (true, Some("0".into())));
+    for db in ["orders", "orders_ref"] {
+        ds0.query_drop(format!("DROP PROCEDURE {db}.p_status_lax"))
             .await
             .unwrap();
-    let called = first.query("CALL p_status_leak()").await;
-    assert!(called[0].contains(nbe), "the CALL's OK: {called:?}");
-    for sql in [
-        "SELECT 1",
-        "SELECT COUNT(*) FROM t_order",
-        "SELECT @@sql_mode",
-    ] {
-        let replies = first.query(sql).await;
-        assert!(
-            replies.iter().all(|r| r.contains(nbe)),
-            "{sql} after the CALL: {replies:?}"
-        );
+        ds0.query_drop(format!("DROP PROCEDURE {db}.p_status_ac0"))
+            .await
+            .unwrap();
     }
-    let mut c = mysql_async::Conn::new(h.opts()).await.unwrap();
-    let mode: String = c.query_first("SELECT @@sql_mode").await.unwrap().unwrap();
-    assert!(
-        !mode.contains(nbe),
-        "another session got the procedure's mode with the pooled connection: {mode}"
-    );
-    let count: u64 = c
-        .query_first("SELECT COUNT(*) FROM t_order WHERE note = '\\' OR 1=1 -- '")
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(count, 0);
-    ds0.query_drop("DROP PROCEDURE orders.p_status_leak")
-        .await
-        .unwrap();
 }

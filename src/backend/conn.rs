@@ -487,20 +487,6 @@ impl BackendConn {
             .collect())
     }
 
-    /// `@@session.sql_mode` as the server holds it now (mode names, comma-separated; as
-    /// bytes, whatever the session's results character set).
-    pub async fn sql_mode(&mut self) -> Result<Vec<u8>, ProxyError> {
-        // An explicit LIMIT: the session's sql_select_limit (0 included) must not cut it.
-        let (_, rows) = self
-            .query_rows(b"SELECT CONVERT(@@session.sql_mode USING binary) LIMIT 1")
-            .await?;
-        Ok(rows
-            .into_iter()
-            .next()
-            .and_then(|r| r.into_iter().next().flatten())
-            .unwrap_or_default())
-    }
-
     /// The one unsigned number a query returns (0 when it returns none).
     pub async fn scalar(&mut self, sql: &[u8]) -> Result<u64, ProxyError> {
         let (_, rows) = self.query_rows(sql).await?;

@@ -37,11 +37,9 @@ pub struct Extras {
     pub calc_found_rows: bool,
     /// `LAST_INSERT_ID(expr)` sets the session's value.
     pub sets_insert_id: bool,
-    /// The status flags of the session's `sql_mode` ([`crate::protocol::status::SQL_MODE`]).
-    /// A step that ends with others ran under another mode: a procedure that changed the
-    /// session's (`SET sql_mode` in its body lasts after it returns), or the statement's own
-    /// (`SET STATEMENT sql_mode = ... FOR`). Its connection's mode is read back then.
-    pub sql_mode_flags: u16,
+    /// The session's `autocommit`. A step that ends with the other (a procedure that ran
+    /// `SET autocommit = ...`: that lasts after it returns) has it read back.
+    pub autocommit: bool,
 }
 
 /// How one step ended.
@@ -137,9 +135,9 @@ pub struct Results<'c, 'p> {
     pub found_rows: u64,
     /// The value `LAST_INSERT_ID(expr)` set (with [`Extras::sets_insert_id`]).
     pub insert_id_set: Option<u64>,
-    /// `@@session.sql_mode` as read back after a step that ended under another mode than
-    /// the session's ([`Extras::sql_mode_flags`]).
-    pub sql_mode_read: Option<Vec<u8>>,
+    /// `@@session.autocommit` as read back after a step that ended with the other
+    /// ([`Extras::autocommit`]).
+    pub autocommit_read: Option<bool>,
 }
 
 /// One more connection to `ds` for a scatter that holds one already (asked for only as
@@ -193,7 +191,7 @@ impl<'c, 'p> Results<'c, 'p> {
             diagnostics: Vec::new(),
             found_rows: 0,
             insert_id_set: None,
-            sql_mode_read: None,
+            autocommit_read: None,
         };
         for l in 0..results.lanes.len() {
             results.send_next(l).await?;
@@ -437,12 +435,14 @@ impl<'c, 'p> Results<'c, 'p> {
                     .insert("last_insert_id".to_owned(), id.to_string().into_bytes());
                 self.insert_id_set = Some(id);
             }
-            if end.status & crate::protocol::status::SQL_MODE != self.extras.sql_mode_flags {
-                let mode = conn.sql_mode().await?;
-                conn.state
-                    .vars
-                    .insert("sql_mode".to_owned(), crate::rewrite::quote_string(&mode));
-                self.sql_mode_read = Some(mode);
+            let autocommit = end.status & crate::protocol::status::AUTOCOMMIT != 0;
+            if autocommit != self.extras.autocommit {
+                let on = conn.scalar(b"SELECT @@session.autocommit LIMIT 1").await? == 1;
+                conn.state.vars.insert(
+                    "autocommit".to_owned(),
+                    if on { b"1" } else { b"0" }.to_vec(),
+                );
+                self.autocommit_read = Some(on);
             }
         }
         self.state[step] = State::Done(end);

@@ -14,8 +14,8 @@ use crate::protocol::status;
 use crate::rewrite::ResultNames;
 
 /// The flags of a backend's final packet a statement's final packet keeps: the
-/// statement's index use and the SQL mode it ran under ([`status::relayed`]).
-pub(super) const KEPT_FLAGS: u16 = status::STATEMENT | status::SQL_MODE;
+/// statement's index use ([`status::relayed`]).
+pub(super) const KEPT_FLAGS: u16 = status::STATEMENT;
 
 /// Rows of at least this many bytes are passed to the client as they arrive instead of
 /// read whole first: the proxy's memory for a result does not grow with its rows' size.

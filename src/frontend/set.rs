@@ -392,16 +392,18 @@ impl Session {
         self.txn.sync_held(&self.vars).await
     }
 
-    /// The session's `sql_mode` is `mode` (mode names, as read back from the backend that
-    /// ran the statement which changed it): kept, followed by the lexer and the status
-    /// flags, and set on the other connections the session holds.
-    pub(super) async fn adopt_sql_mode(&mut self, mode: Vec<u8>) -> Result<(), ProxyError> {
-        let literal = quote_string(&mode);
-        if self.vars.get("sql_mode") == Some(&literal) {
-            return Ok(());
+    /// The session's `autocommit` is `on`, as a procedure set it (read back from the
+    /// backend that ran it): kept, and set on the other connections the session holds.
+    pub(super) async fn adopt_autocommit(&mut self, on: bool) -> Result<(), ProxyError> {
+        let was_off = !self.autocommit;
+        let value = if on { b"1" } else { b"0" }.to_vec();
+        self.absorb(vec![("autocommit".to_owned(), value)])?;
+        self.txn.sync_held(&self.vars).await?;
+        if was_off && on {
+            // The server committed the open transaction, as after `SET autocommit = 1`.
+            self.autocommit_turned_on().await?;
         }
-        self.absorb(vec![("sql_mode".to_owned(), literal)])?;
-        self.txn.sync_held(&self.vars).await
+        Ok(())
     }
 
     /// Keeps read-back values and updates what depends on them.

@@ -298,7 +298,7 @@ impl Session {
                     && w[1].is_punct(sql, "(")
                     && !w[2].is_punct(sql, ")")
             }),
-            sql_mode_flags: 0,
+            autocommit: true,
         };
         self.warnings.clear();
         if extras.calc_found_rows {
@@ -412,7 +412,7 @@ impl Session {
         // The session's flags as the statement starts; what the backends add (the
         // transaction the statement opens, its index use) joins them packet by packet.
         let status = self.final_status(more);
-        extras.sql_mode_flags = self.sql_mode_flags();
+        extras.autocommit = self.autocommit;
         let handle = self.handle.clone();
         let config = self.rt.config.clone();
         let (txn, wants) = self.parts();
@@ -434,7 +434,7 @@ impl Session {
             diagnostics: std::mem::take(&mut results.diagnostics),
             found_rows: results.found_rows,
             insert_id_set: results.insert_id_set,
-            sql_mode_read: results.sql_mode_read.take(),
+            autocommit_read: results.autocommit_read.take(),
         })
     }
 
@@ -470,10 +470,9 @@ impl Session {
                 self.txn.record_write(first.datasource);
             }
         }
-        if let Some(mode) = ran.sql_mode_read {
-            // A procedure changed the session's sql_mode (or the statement ran under its
-            // own: then this is the mode the session had).
-            self.adopt_sql_mode(mode).await?;
+        if let Some(on) = ran.autocommit_read {
+            // A procedure changed the session's autocommit.
+            self.adopt_autocommit(on).await?;
         }
         let out = ran.outcome;
         if !out.result_set && out.affected_rows > 0 {
@@ -750,8 +749,8 @@ pub(super) struct Ran {
     diagnostics: Vec<crate::backend::Diagnostic>,
     found_rows: u64,
     insert_id_set: Option<u64>,
-    /// The session's `sql_mode` as read back after a step that ended under another.
-    sql_mode_read: Option<Vec<u8>>,
+    /// The session's `autocommit` as read back after a step that ended with the other.
+    autocommit_read: Option<bool>,
 }
 
 fn timeout_error(limit: Duration, plan: &Plan, config: &crate::config::Config) -> ProxyError {

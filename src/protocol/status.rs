@@ -3,11 +3,18 @@
 //!
 //! Drivers act on these flags: they escape strings by `NO_BACKSLASH_ESCAPES` (PyMySQL,
 //! Connector/J, mysql-connector, libmariadb's `mysql_real_escape_string`), so a flag that
-//! differs from the server's is an injection; they track transactions by `IN_TRANS` and
-//! `AUTOCOMMIT`, and read further results by `MORE_RESULTS_EXISTS`. A reply the proxy
+//! differs from the mode in force is an injection; they track transactions by `IN_TRANS`
+//! and `AUTOCOMMIT`, and read further results by `MORE_RESULTS_EXISTS`. A reply the proxy
 //! builds carries the session's flags ([`session`]); a packet relayed from a backend keeps
-//! the flags only that backend knows (what the statement did: index use, the SQL mode it
-//! ran under, the transaction it opened) over the session's ([`relayed`]).
+//! the flags only that backend knows (what the statement did: index use, the transaction
+//! it opened, the results a `CALL` still sends) over the session's ([`relayed`]).
+//!
+//! The `sql_mode` flags are always the session's, the mode the next statement is read
+//! under, which is what a driver escapes for. MariaDB 10.11 differs in two places, both an
+//! injection against it (a driver escapes the next statement for a mode the server no
+//! longer has): the reply of `SET STATEMENT sql_mode = ... FOR ...` carries the statement's
+//! mode, and after a stored routine that sets `sql_mode` (the server restores the caller's
+//! mode when it returns) the flags keep the routine's until the next `SET`.
 
 /// A transaction is open.
 pub const IN_TRANS: u16 = 0x0001;
@@ -45,7 +52,7 @@ pub const SQL_MODE: u16 = NO_BACKSLASH_ESCAPES | ANSI_QUOTES;
 
 /// The flags a relayed packet takes from the backend that sent it.
 const FROM_BACKEND: u16 =
-    STATEMENT | SQL_MODE | IN_TRANS | IN_TRANS_READONLY | MORE_RESULTS_EXISTS | PS_OUT_PARAMS;
+    STATEMENT | IN_TRANS | IN_TRANS_READONLY | MORE_RESULTS_EXISTS | PS_OUT_PARAMS;
 
 /// The status word of a reply the proxy builds for a session: `autocommit`, whether a
 /// transaction is open and whether it is read-only, the flags of its `sql_mode`
@@ -75,12 +82,12 @@ pub fn session(
 
 /// The status word of a packet relayed from a backend (`backend`: the status word it
 /// sent) to a session whose own word is `session`. The backend knows what the statement
-/// did: its index use, the SQL mode it ran under (`SET STATEMENT sql_mode = ... FOR`
-/// changes it for one statement, a procedure for good), the transaction it opened (the first
-/// statement on a table with `autocommit` off), the results a `CALL` still has to send. The
-/// session knows the rest (`autocommit`, a `BEGIN` no backend saw yet, the statements of
-/// the same query still to come). `SESSION_STATE_CHANGED` is never passed on: the
-/// session-state data it announces is the proxy's to write.
+/// did: its index use, the transaction it opened (the first statement on a table with
+/// `autocommit` off), the results (and OUT parameters) a `CALL` still has to send. The
+/// session knows the rest: `autocommit`, a `BEGIN` no backend saw yet, the statements of
+/// the same query still to come, and the `sql_mode` in force (see the module
+/// documentation). `SESSION_STATE_CHANGED` is never passed on: the session-state data it
+/// announces is the proxy's to write.
 pub fn relayed(session: u16, backend: u16) -> u16 {
     let mut taken = FROM_BACKEND;
     if session & (AUTOCOMMIT | IN_TRANS) == AUTOCOMMIT {
@@ -89,7 +96,7 @@ pub fn relayed(session: u16, backend: u16) -> u16 {
         // statement (pending SET TRANSACTION characteristics, an atomic write).
         taken &= !(IN_TRANS | IN_TRANS_READONLY);
     }
-    (session & !SQL_MODE & !SESSION_STATE_CHANGED) | (backend & taken)
+    (session & !SESSION_STATE_CHANGED) | (backend & taken)
 }
 
 /// The status flags of an `sql_mode` value as the server reads it back (`@@sql_mode`:
@@ -133,11 +140,17 @@ mod tests {
             session_word,
             AUTOCOMMIT | NO_BACKSLASH_ESCAPES | MORE_RESULTS_EXISTS
         );
-        // SET STATEMENT sql_mode = '' FOR ...: the backend ran it without the flag.
+        // SET STATEMENT sql_mode = '' FOR ...: the backend ran it without the flag, and the
+        // next statement is read under the session's mode again.
         let backend = AUTOCOMMIT | NO_INDEX_USED | SESSION_STATE_CHANGED;
         assert_eq!(
             relayed(session_word, backend),
-            AUTOCOMMIT | NO_INDEX_USED | MORE_RESULTS_EXISTS
+            AUTOCOMMIT | NO_INDEX_USED | MORE_RESULTS_EXISTS | NO_BACKSLASH_ESCAPES
+        );
+        // A stale flag of a backend is not passed on.
+        assert_eq!(
+            relayed(AUTOCOMMIT, AUTOCOMMIT | NO_BACKSLASH_ESCAPES),
+            AUTOCOMMIT
         );
         // autocommit off: the statement opened the transaction.
         let off = session(false, false, false, 0, false);

@@ -78,7 +78,8 @@ pub enum Column {
 impl LoadData {
     /// The field positions of `names` (lower case) in the file, given the table's columns
     /// (`table_columns`, lower case, in order) for a statement without a column list;
-    /// `None` for a column no field fills.
+    /// `None` for a column no field fills. A column the list names twice takes the last
+    /// field, as the server assigns it.
     pub fn positions(&self, table_columns: &[String], names: &[&str]) -> Vec<Option<usize>> {
         names
             .iter()
@@ -86,7 +87,7 @@ impl LoadData {
                 Some(list) => list
                     .items
                     .iter()
-                    .position(|c| matches!(c, Column::Name(n) if n == name)),
+                    .rposition(|c| matches!(c, Column::Name(n) if n == name)),
                 None => table_columns.iter().position(|c| c == name),
             })
             .collect()
@@ -528,6 +529,13 @@ mod tests {
             ]
         );
         assert_eq!(l.set_columns, vec!["note", "status"]);
+        // A column named twice: the server assigns the last field.
+        let twice =
+            load("LOAD DATA LOCAL INFILE 'f' INTO TABLE t (order_id, note, order_id)").unwrap();
+        assert_eq!(
+            twice.positions(&[], &["order_id", "note"]),
+            vec![Some(2), Some(1)]
+        );
         let shard = String::from_utf8(l.for_shard(
             sql.as_bytes(),
             "`order_shards`.`t_order_3`",
