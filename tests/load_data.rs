@@ -389,3 +389,231 @@ async fn a_record_that_cannot_be_routed_stops_the_load_and_leaves_nothing() {
     p.query("ROLLBACK").await;
     assert!(shards_holding(before).await.is_empty());
 }
+
+/// `KILL QUERY` of a session in the middle of a load (its file still coming, slowly)
+/// stops the load as on MariaDB: 1317, nothing loaded, the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_load_loads_nothing() {
+    let _probe = Probe::create("t_load_killed").await;
+    let h = Harness::start().await;
+    let cleanup = Cleanup::default();
+    let ids: Vec<u64> = (0..20).map(|_| cleanup.add(fresh_new_id(5))).collect();
+    let parts = |rows: Vec<String>| -> Vec<Vec<u8>> {
+        rows.chunks(4).map(|c| c.concat().into_bytes()).collect()
+    };
+    let orders = parts(
+        ids.iter()
+            .map(|id| format!("{id}\tEU_CHANNEL\tGB\t1\t1.00\tNEW\tkilled\t2026-03-04 05:06:07\n"))
+            .collect(),
+    );
+    let plain = parts((0..20).map(|i| format!("{i}\tkilled\t1\t\\N\n")).collect());
+    let cases = [
+        ("LOAD DATA LOCAL INFILE 'k.tsv' INTO TABLE t_order", orders),
+        (
+            "LOAD DATA LOCAL INFILE 'k.tsv' INTO TABLE t_load_killed",
+            plain,
+        ),
+    ];
+    for (sql, file) in cases {
+        for autocommit in [true, false] {
+            let mut p = through(&h, LOCAL).await;
+            if !autocommit {
+                p.query("SET autocommit = 0").await;
+            }
+            let id: u64 = p
+                .value("SELECT CONNECTION_ID()")
+                .await
+                .unwrap()
+                .parse()
+                .unwrap();
+            let killer = {
+                let opts = h.opts();
+                tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+                    let mut c = mysql_async::Conn::new(opts).await.unwrap();
+                    c.query_drop(format!("KILL QUERY {id}")).await.unwrap();
+                })
+            };
+            let got = p
+                .load_local_paced(sql, &file, std::time::Duration::from_millis(300))
+                .await;
+            killer.await.unwrap();
+            assert!(
+                got[0].starts_with("ERR 1317"),
+                "{sql} (autocommit {autocommit}): {got:?}"
+            );
+            if !autocommit {
+                p.query("COMMIT").await;
+            }
+            assert_eq!(p.value("SELECT 1").await.as_deref(), Some("1"));
+        }
+    }
+    for id in &ids {
+        assert!(
+            shards_holding(*id).await.is_empty(),
+            "order {id} was loaded"
+        );
+    }
+    let mut ds0 = backend(0).await;
+    let n: u64 = ds0
+        .query_first("SELECT COUNT(*) FROM orders.t_load_killed")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n, 0);
+}
+
+/// A load that fails leaves no index row behind (they are written only once every record
+/// is loaded): the corrected load then goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_load_leaves_no_index_row() {
+    let h = Harness::start().await;
+    let cleanup = Cleanup::default();
+    let legacy = cleanup.add(fresh_legacy_id());
+    let unknown = fresh_legacy_id();
+    let row = |id: u64, channel_field: &str| {
+        format!("{id}\t{channel_field}\t\\N\t7\t1.50\tNEW\tx\t2026-01-02 03:04:05\n")
+    };
+    let sql = "LOAD DATA LOCAL INFILE 'legacy.tsv' INTO TABLE t_order";
+    let mut p = through(&h, LOCAL).await;
+    let failed = p
+        .load_local(
+            sql,
+            [row(legacy, "CN_CHANNEL"), row(unknown, "\\N")]
+                .concat()
+                .as_bytes(),
+            100,
+        )
+        .await;
+    assert!(failed[1].starts_with("ERR 1526"), "{failed:?}");
+    assert_eq!(
+        index_channel(legacy).await,
+        None,
+        "no index row of a failed load"
+    );
+    // The same id twice with two channels is refused too, naming the second record.
+    let twice = p
+        .load_local(
+            sql,
+            [row(legacy, "EU_CHANNEL"), row(legacy, "CN_CHANNEL")]
+                .concat()
+                .as_bytes(),
+            100,
+        )
+        .await;
+    assert!(twice[1].starts_with("ERR 1526"), "{twice:?}");
+    assert!(p.last_error.contains("record 2"), "{}", p.last_error);
+    let ok = p
+        .load_local(sql, row(legacy, "EU_CHANNEL").as_bytes(), 100)
+        .await;
+    assert!(ok[1].contains("affected=1"), "{ok:?}");
+    assert_eq!(index_channel(legacy).await.as_deref(), Some("EU_CHANNEL"));
+    assert_eq!(
+        shards_holding(legacy).await,
+        vec![expected_shard("EU_CHANNEL", legacy)]
+    );
+}
+
+/// A column the list names twice is stored from its last field, as the server stores it:
+/// the record goes to that id's shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_listed_twice_routes_by_its_last_field() {
+    let h = Harness::start().await;
+    let cleanup = Cleanup::default();
+    let first = cleanup.add(fresh_new_id_on(5, 0));
+    let last = cleanup.add(fresh_new_id_on(1, 1));
+    let mut p = through(&h, LOCAL).await;
+    let got = p
+        .load_local(
+            "LOAD DATA LOCAL INFILE 'twice.tsv' INTO TABLE t_order (order_id, channel, region, user_id, amount, status, note, created_at, order_id, channel)",
+            format!("{first}\tEU_CHANNEL\tCN\t7\t1.50\tNEW\ttwice\t2026-01-02 03:04:05\t{last}\tCN_CHANNEL\n").as_bytes(),
+            100,
+        )
+        .await;
+    assert!(got[1].contains("affected=1"), "{got:?}");
+    assert!(shards_holding(first).await.is_empty());
+    assert_eq!(
+        shards_holding(last).await,
+        vec![expected_shard("CN_CHANNEL", last)]
+    );
+}
+
+/// Warnings of a load over many shards read as one table's: in the file's row order, with
+/// the file's row numbers and the logical table, a statement's warning once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_of_a_load_over_shards_read_as_one_tables() {
+    let h = Harness::start().await;
+    let cleanup = Cleanup::default();
+    let mut file = String::new();
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        let (_, code, _, region) = CHANNELS[i % CHANNELS.len()];
+        let id = cleanup.add(fresh_new_id(code));
+        ids.push(id);
+        let amount = if i % 3 == 1 { "abc" } else { "1.25" };
+        file.push_str(&format!(
+            "{id}\t{region}\t7\t{amount}\tNEW\twarned\t2026-01-02 03:04:05\n"
+        ));
+    }
+    // No `channel` in the list (it has no default: one warning for the statement), and
+    // amounts that are no number (a warning each, at its row).
+    let sql = "LOAD DATA LOCAL INFILE 'w.tsv' IGNORE INTO TABLE t_order (order_id, region, user_id, amount, status, note, created_at)";
+    let mut d = direct(LOCAL).await;
+    let mut p = through(&h, LOCAL).await;
+    let want = d.load_local(sql, file.as_bytes(), 1000).await;
+    let got = p.load_local(sql, file.as_bytes(), 1000).await;
+    assert_eq!(got, want);
+    let warnings = "SHOW WARNINGS";
+    let want: Vec<_> = d
+        .rows(warnings)
+        .await
+        .into_iter()
+        .map(|r| format!("{r:?}").replace("orders_ref", "orders"))
+        .collect();
+    let got: Vec<_> = p
+        .rows(warnings)
+        .await
+        .into_iter()
+        .map(|r| format!("{r:?}"))
+        .collect();
+    assert_eq!(got, want);
+    assert!(want.len() > 2, "{want:?}");
+}
+
+/// An empty file, and a load in a READ ONLY transaction, answered as one table answers
+/// them: with autocommit off the empty load opens the transaction; a read-only
+/// transaction refuses the load before the file is asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_file_and_a_read_only_transaction_as_on_one_table() {
+    let h = Harness::start().await;
+    let sql = "LOAD DATA LOCAL INFILE 'empty.tsv' INTO TABLE t_order";
+    for proxied in [false, true] {
+        let mut c = if proxied {
+            through(&h, LOCAL).await
+        } else {
+            direct(LOCAL).await
+        };
+        let mut trace = c.load_local(sql, b"", 10).await;
+        c.query("SET autocommit = 0").await;
+        trace.extend(c.load_local(sql, b"", 10).await);
+        trace.extend(c.query("SELECT 1").await);
+        c.query("ROLLBACK").await;
+        c.query("SET autocommit = 1").await;
+        c.query("START TRANSACTION READ ONLY").await;
+        trace.extend(c.load_local(sql, b"", 10).await);
+        c.query("ROLLBACK").await;
+        let traces = format!("{trace:?}");
+        if proxied {
+            let direct = std::mem::take(&mut *TRACE.lock().unwrap());
+            assert_eq!(traces, direct);
+            assert!(
+                traces.contains("IN_TRANS") && traces.contains("ERR 1792"),
+                "{traces}"
+            );
+        } else {
+            *TRACE.lock().unwrap() = traces;
+        }
+    }
+}
+
+static TRACE: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());

@@ -98,7 +98,7 @@ fn params(text: &str) -> Vec<Param> {
         .collect()
 }
 
-/// One step: `Q sql` (COM_QUERY), `P name sql` (prepare), `E name params` (execute; params
+/// One step: `Q sql` (COM_QUERY; `⏎` for a line break), `P name sql` (prepare), `E name params` (execute; params
 /// `i:1, s:text, null`), `EC name params` (execute with a read-only cursor), `F name n`
 /// (fetch), `R name` (reset), `C name` (close), `PING`, `INITDB` (the target's database),
 /// `RESET` (COM_RESET_CONNECTION), `OPT n` (COM_SET_OPTION).
@@ -114,7 +114,8 @@ async fn step(
         (name.to_owned(), more.to_owned())
     };
     match verb {
-        "Q" => c.query(rest).await,
+        // `⏎` stands for a line break inside a query.
+        "Q" => c.query(&rest.replace('⏎', "\n")).await,
         "P" => {
             let (name, sql) = name_and(rest);
             let (stmt, lines) = c.prepare(&sql).await;
@@ -431,6 +432,14 @@ Q BEGIN; SELECT 1; COMMIT
 Q SET sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES'); SELECT 1; SELECT COUNT(*) FROM t_order
 Q CALL p_status_rows()
 Q SELECT 1; SELECT * FROM t_status_nothing; SELECT 2
+Q SET sql_mode = 'NO_BACKSLASH_ESCAPES'; SELECT '\'; SELECT 2; -- '
+Q SET sql_mode = ''; SELECT 'x\'; SELECT 2; -- '
+Q SET sql_mode = 'ANSI_QUOTES'; SELECT "order_id" FROM t_order WHERE order_id = {a}; SET sql_mode = DEFAULT
+Q SELECT 1; -- a comment
+Q SELECT 1; /* a comment */
+Q SELECT 1;
+Q SELECT 1;; SELECT 2
+Q SELECT 1; -- c⏎; SELECT 2
 OPT 1
 Q SELECT 1
 OPT 0

@@ -174,6 +174,14 @@ impl Transaction {
         self.held.keys().copied().collect()
     }
 
+    /// The backend thread of each held connection (what `KILL QUERY` on a backend names).
+    pub fn held_threads(&self) -> Vec<(DatasourceId, u32)> {
+        self.held
+            .iter()
+            .map(|(ds, conn)| (*ds, conn.thread_id()))
+            .collect()
+    }
+
     /// The held connection to `ds`.
     pub fn held_mut(&mut self, ds: DatasourceId) -> Option<&mut BackendConn> {
         self.held.get_mut(&ds).map(|c| &mut ***c)

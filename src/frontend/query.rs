@@ -12,7 +12,7 @@ use crate::error::{
 };
 use crate::protocol::packets::OkInfo;
 use crate::sql::command::{Command, RegionArg, classify};
-use crate::sql::lexer::{Lexed, lex, split_statements};
+use crate::sql::lexer::{Lexed, Piece, lex, split_query, split_statements};
 
 impl Session {
     /// Runs the statements of one COM_QUERY and writes their results. Returns `Err` only
@@ -45,14 +45,59 @@ impl Session {
             );
             return client.error(&e);
         }
-        let last = statements.len() - 1;
-        for (i, range) in statements.into_iter().enumerate() {
-            let sql = &text[range];
-            if !self.each_statement(client, sql, None, i < last).await? {
+        let pieces: Vec<Piece> = if multi {
+            split_query(text, self.lex_mode)
+        } else {
+            statements.into_iter().map(Piece::Statement).collect()
+        };
+        self.each_piece(client, text, pieces).await?;
+        self.handle.set_activity(self.database.as_deref(), None);
+        Ok(())
+    }
+
+    /// The pieces of a query of several statements, one after another, until one fails. The
+    /// server reads each statement under the sql_mode in force when it comes: after one that
+    /// changed how strings are read (NO_BACKSLASH_ESCAPES, ANSI_QUOTES), the rest of the
+    /// query is split again. An empty statement between `;`s is a syntax error and comments
+    /// after the last `;` are answered with an OK, as MariaDB answers them.
+    async fn each_piece(
+        &mut self,
+        client: &mut Client,
+        text: &[u8],
+        pieces: Vec<Piece>,
+    ) -> Result<(), ProxyError> {
+        let mut split_under = self.lex_mode;
+        let mut offset = 0;
+        let mut pieces = std::collections::VecDeque::from(pieces);
+        while let Some(piece) = pieces.pop_front() {
+            let more = !pieces.is_empty();
+            let range = match piece {
+                Piece::Statement(range) => range,
+                Piece::TrailingComment => return self.ok(client, more),
+                Piece::Empty => {
+                    let e = ProxyError::client(
+                        ER_PARSE_ERROR,
+                        b"42000",
+                        "You have an error in your SQL syntax: an empty statement between ';'",
+                    );
+                    self.record_error(&e);
+                    return client.error(&e);
+                }
+            };
+            let sql = &text[offset + range.start..offset + range.end];
+            if !self.each_statement(client, sql, None, more).await? {
                 break;
             }
+            if self.lex_mode != split_under {
+                split_under = self.lex_mode;
+                // Past the statement and its `;`.
+                offset += range.end;
+                if text.get(offset) == Some(&b';') {
+                    offset += 1;
+                }
+                pieces = split_query(&text[offset..], split_under).into();
+            }
         }
-        self.handle.set_activity(self.database.as_deref(), None);
         Ok(())
     }
 

@@ -185,22 +185,50 @@ pub struct Lexed {
 /// (`CREATE PROCEDURE ... BEGIN ...; ... END`). Returns byte ranges, each without its `;`,
 /// blank statements (only whitespace or comments) dropped.
 pub fn split_statements(sql: &[u8], mode: LexMode) -> Vec<Range<usize>> {
+    split_query(sql, mode)
+        .into_iter()
+        .filter_map(|p| match p {
+            Piece::Statement(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One piece of a query of several statements, as MariaDB reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// A statement (its range, without its `;`).
+    Statement(Range<usize>),
+    /// Nothing but whitespace or comments before a `;` (`SELECT 1;; SELECT 2`): MariaDB
+    /// answers it with a syntax error.
+    Empty,
+    /// Comments, and nothing else, after the last `;`: MariaDB answers it with an OK.
+    TrailingComment,
+}
+
+/// Splits a query into its pieces at `;` (see [`split_statements`]): statements, and the
+/// empty pieces MariaDB answers too ([`Piece`]). Whitespace after the last `;` is no piece.
+pub fn split_query(sql: &[u8], mode: LexMode) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut lexer = Lexer::new(sql, mode);
     let mut start = 0;
     let mut tokens_in_statement = 0usize;
     let mut compound = false;
+    let mut commented = false;
     // The first words of the statement (no allocation: this runs for every query).
     let mut first_words: [Range<usize>; 4] = Default::default();
     let mut words_seen = 0;
-    while let Some(token) = lexer.next_token(&mut |_| {}) {
+    while let Some(token) = lexer.next_token(&mut |_| commented = true) {
         if token.is_punct(sql, ";") && !compound {
-            if tokens_in_statement > 0 {
-                out.push(start..token.range.start);
-            }
+            out.push(if tokens_in_statement > 0 {
+                Piece::Statement(start..token.range.start)
+            } else {
+                Piece::Empty
+            });
             start = token.range.end;
             tokens_in_statement = 0;
             words_seen = 0;
+            commented = false;
             continue;
         }
         tokens_in_statement += 1;
@@ -221,7 +249,9 @@ pub fn split_statements(sql: &[u8], mode: LexMode) -> Vec<Range<usize>> {
         }
     }
     if tokens_in_statement > 0 {
-        out.push(start..sql.len());
+        out.push(Piece::Statement(start..sql.len()));
+    } else if commented && !out.is_empty() {
+        out.push(Piece::TrailingComment);
     }
     out
 }
@@ -787,6 +817,25 @@ mod tests {
             .map(|r| String::from_utf8_lossy(&sql[r]).trim().to_owned())
             .collect();
         assert_eq!(parts, ["SELECT ';'", "/* ; */ SELECT 2", "SELECT `;`"]);
+    }
+
+    #[test]
+    fn a_query_splits_into_the_pieces_mariadb_answers() {
+        let pieces = |sql: &str| split_query(sql.as_bytes(), LexMode::default());
+        assert_eq!(
+            pieces("SELECT 1; -- c"),
+            [Piece::Statement(0..8), Piece::TrailingComment]
+        );
+        assert_eq!(pieces("SELECT 1;  "), [Piece::Statement(0..8)]);
+        assert_eq!(
+            pieces("SELECT 1;; SELECT 2"),
+            [
+                Piece::Statement(0..8),
+                Piece::Empty,
+                Piece::Statement(10..19)
+            ]
+        );
+        assert_eq!(pieces("/* c */; SELECT 1")[0], Piece::Empty);
     }
 
     #[test]

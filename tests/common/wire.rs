@@ -404,6 +404,44 @@ impl WireClient {
         }
     }
 
+    /// COM_QUERY of a query: every row, each value as text (`None` for NULL); panics on
+    /// anything but a result set.
+    pub async fn rows(&mut self, sql: &str) -> Vec<Vec<Option<String>>> {
+        let mut payload = vec![0x03];
+        payload.extend_from_slice(sql.as_bytes());
+        self.send(&payload).await;
+        let first = self.packet().await;
+        assert!(first[0] != 0xFF && first[0] != 0x00, "{sql}");
+        let mut at = 0;
+        let columns = lenenc(&first, &mut at);
+        for _ in 0..columns {
+            self.packet().await;
+        }
+        if !self.options.deprecate_eof {
+            self.packet().await;
+        }
+        let mut out = Vec::new();
+        loop {
+            let p = self.packet().await;
+            if self.is_end(&p) {
+                return out;
+            }
+            let mut at = 0;
+            let mut row = Vec::new();
+            for _ in 0..columns {
+                if p[at] == 0xFB {
+                    at += 1;
+                    row.push(None);
+                } else {
+                    row.push(Some(
+                        String::from_utf8_lossy(lenenc_bytes(&p, &mut at)).into_owned(),
+                    ));
+                }
+            }
+            out.push(row);
+        }
+    }
+
     /// COM_QUERY of a `LOAD DATA LOCAL INFILE`: answers the file request with `contents`
     /// in packets of at most `chunk` bytes.
     pub async fn load_local(&mut self, sql: &str, contents: &[u8], chunk: usize) -> Vec<String> {
@@ -433,6 +471,36 @@ impl WireClient {
         }
         write_packet(&mut self.stream, seq, &[]).await;
         self.stream.flush().await.unwrap();
+        self.replies(&mut trace).await;
+        trace
+    }
+
+    /// As [`WireClient::load_local`], the file sent in `parts` with `pause` before each
+    /// (a client that reads its file slowly).
+    pub async fn load_local_paced(
+        &mut self,
+        sql: &str,
+        parts: &[Vec<u8>],
+        pause: std::time::Duration,
+    ) -> Vec<String> {
+        use tokio::io::AsyncWriteExt;
+        let mut payload = vec![0x03];
+        payload.extend_from_slice(sql.as_bytes());
+        self.send(&payload).await;
+        let (seq, first) = read_packet(&mut self.stream).await;
+        if first[0] != 0xFB {
+            return vec![self.err_line(&first)];
+        }
+        let mut seq = seq.wrapping_add(1);
+        for part in parts {
+            tokio::time::sleep(pause).await;
+            write_packet(&mut self.stream, seq, part).await;
+            self.stream.flush().await.unwrap();
+            seq = seq.wrapping_add(1);
+        }
+        write_packet(&mut self.stream, seq, &[]).await;
+        self.stream.flush().await.unwrap();
+        let mut trace = Vec::new();
         self.replies(&mut trace).await;
         trace
     }

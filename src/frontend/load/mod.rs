@@ -42,6 +42,24 @@ const ER_LOAD_INFILE_CAPABILITY_DISABLED: u16 = 4166;
 const CAPABILITY_DISABLED: &str = "The used command is not allowed because the MariaDB server or client has disabled the local infile capability";
 
 impl Session {
+    /// Tells other sessions which backend threads run this session's load now (its held
+    /// connections), so that `KILL [QUERY]` interrupts it there; `false` clears it.
+    pub(super) fn load_running(&self, running: bool) {
+        let threads = running.then(|| crate::sessions::Running {
+            config: self.rt.config.clone(),
+            threads: self.txn.held_threads(),
+        });
+        self.handle.set_running(threads);
+    }
+
+    /// `KILL QUERY` (or `KILL`) of this session came while it loads: 1317.
+    pub(super) fn load_killed(&self) -> Result<(), ProxyError> {
+        if self.handle.query_killed() {
+            return Err(ProxyError::interrupted());
+        }
+        Ok(())
+    }
+
     /// `LOAD DATA LOCAL INFILE`: checked (the client's capability, the user's
     /// `load_data_local`, the statement, the table's scope), then loaded into the table.
     pub(super) async fn load_data_local(
@@ -127,12 +145,51 @@ impl Session {
         more: bool,
     ) -> Result<(), ProxyError> {
         self.warnings.clear();
-        let conn = self.connection(ds).await?;
-        let ok = match conn.load_local(statement).await {
+        self.connection(ds).await?;
+        // A KILL QUERY reaches the backend's statement, which stops, reads the rest of the
+        // file and answers 1317, as MariaDB does.
+        self.load_running(true);
+        let loaded = self.stream_through(client, load, ds, statement).await;
+        self.load_running(false);
+        let ok = match loaded {
+            Ok(ok) => ok,
             Err(e) => {
                 self.txn.release_idle();
                 return Err(e);
             }
+        };
+        if ok.affected_rows > 0 {
+            self.txn.record_write(ds);
+            self.txn.record_changed_rows();
+        }
+        if ok.last_insert_id != 0 {
+            self.set_last_insert_id(ok.last_insert_id);
+        }
+        self.row_count = i64::try_from(ok.affected_rows).unwrap_or(i64::MAX);
+        self.txn.release_idle();
+        let status = crate::protocol::status::relayed(
+            self.final_status(more),
+            ok.status & super::respond::KEPT_FLAGS,
+        );
+        client.ok(&OkInfo {
+            status,
+            session_state: Vec::new(),
+            ..ok
+        })
+    }
+
+    /// The statement on `ds`'s held connection and the client's file streamed to it; the
+    /// server's answer (its diagnostics kept for `SHOW WARNINGS`).
+    async fn stream_through(
+        &mut self,
+        client: &mut Client,
+        load: &LoadData,
+        ds: crate::config::DatasourceId,
+        statement: &[u8],
+    ) -> Result<OkInfo, ProxyError> {
+        let conn = self.connection(ds).await?;
+        let ok = match conn.load_local(statement).await {
+            Err(e) => return Err(e),
             Ok(FileRequest::Answered(ok)) => ok,
             Ok(FileRequest::Asked) => {
                 ask_for_file(client, load).await?;
@@ -157,33 +214,10 @@ impl Session {
                     _ => Vec::new(),
                 };
                 self.warnings = diagnostics;
-                match ok {
-                    Ok(ok) => ok,
-                    Err(e) => {
-                        self.txn.release_idle();
-                        return Err(e);
-                    }
-                }
+                ok?
             }
         };
-        if ok.affected_rows > 0 {
-            self.txn.record_write(ds);
-            self.txn.record_changed_rows();
-        }
-        if ok.last_insert_id != 0 {
-            self.set_last_insert_id(ok.last_insert_id);
-        }
-        self.row_count = i64::try_from(ok.affected_rows).unwrap_or(i64::MAX);
-        self.txn.release_idle();
-        let status = crate::protocol::status::relayed(
-            self.final_status(more),
-            ok.status & super::respond::KEPT_FLAGS,
-        );
-        client.ok(&OkInfo {
-            status,
-            session_state: Vec::new(),
-            ..ok
-        })
+        Ok(ok)
     }
 }
 

@@ -68,6 +68,14 @@ struct Loader<'a> {
     ignore: u64,
     ids: HashMap<ChannelId, VecDeque<u64>>,
     first_issued: Option<u64>,
+    /// Index rows to write (ids that do not decode), with the line and record of each:
+    /// written once every record is loaded, before the load commits (SPEC §5: an index row
+    /// is committed before its order), so a load that fails leaves none.
+    index_rows: Vec<(u64, ChannelId, u64, u64)>,
+    /// The channel of each of those ids.
+    pending: HashMap<u64, ChannelId>,
+    /// The line and record being routed.
+    at: (u64, u64),
     fx: Effects,
     /// Datasources the load wrote to, in order.
     touched: Vec<DatasourceId>,
@@ -110,6 +118,9 @@ impl Session {
             ignore: load.ignore_lines,
             ids: HashMap::new(),
             first_issued: None,
+            index_rows: Vec::new(),
+            pending: HashMap::new(),
+            at: (0, 0),
             fx: Effects::default(),
             touched: Vec::new(),
             affected: 0,
@@ -117,7 +128,11 @@ impl Session {
             info: Vec::new(),
             diagnostics: Vec::new(),
         };
-        let loaded = self.load_file(client, &mut l).await;
+        let mut loaded = self.load_file(client, &mut l).await;
+        self.load_running(false);
+        if loaded.is_ok() {
+            loaded = self.write_index_rows(&mut l).await;
+        }
         if let Err(ProxyError::ClientGone(_)) = &loaded {
             // Mid-file: the batch a connection was loading is cut off (it is broken and
             // goes); the transaction ends with the session.
@@ -179,6 +194,14 @@ impl Session {
         }
         if self.txn.tables_locked() {
             return refuse("under LOCK TABLES (UNLOCK TABLES first)".into());
+        }
+        if self.final_status(false) & crate::protocol::status::IN_TRANS_READONLY != 0 {
+            // As MariaDB answers it, before it asks for the file.
+            return Err(ProxyError::client(
+                crate::error::ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION,
+                b"25006",
+                "Cannot execute statement in a READ ONLY transaction",
+            ));
         }
         let table_columns = match load.columns {
             Some(_) => Vec::new(),
@@ -243,6 +266,12 @@ impl Session {
         loop {
             let packet = next_file_packet(client).await?;
             let eof = packet.is_empty();
+            if let Err(killed) = self.load_killed() {
+                if !eof {
+                    drain_file(client).await?;
+                }
+                return Err(killed);
+            }
             pending.extend_from_slice(&packet);
             let used = match self.load_records(l, &pending, eof).await {
                 Ok(used) => used,
@@ -301,6 +330,7 @@ impl Session {
                     l.records += 1;
                     let line = l.lines + 1;
                     l.lines += count_lines(bytes, &format.line_end);
+                    l.at = (line, l.records);
                     let routed = self.route_record(l, bytes, &record).await;
                     let (shard, bytes) = routed.map_err(|e| at_line(e, line, l.records))?;
                     let batch = l.batches.entry(shard).or_default();
@@ -390,16 +420,24 @@ impl Session {
             let channel = context.channel;
             let id = self.next_issued(l, channel).await?;
             if router.decoder().decode(id, now).is_err() {
-                router.write_index(id, channel).await?;
+                l.pending.insert(id, channel);
+                l.index_rows.push((id, channel, l.at.0, l.at.1));
             }
             let shard = config.shard_of(channel, id);
             return Ok((shard, with_id(bytes, record, l, id)));
         };
-        let resolved = router.resolve(id, true, context, now, &mut l.fx).await?;
-        let Some(channel) = resolved.channel else {
-            return Err(ProxyError::unroutable(format!(
-                "cannot route it: {key} {id} does not carry a route key, the index table has no row for it, and the record names no known channel or region"
-            )));
+        // An id an earlier record of this load placed has the index row it will write.
+        let (channel, layer) = match l.pending.get(&id) {
+            Some(&channel) => (channel, crate::route::Layer::Index),
+            None => {
+                let resolved = router.resolve(id, true, context, now, &mut l.fx).await?;
+                let Some(channel) = resolved.channel else {
+                    return Err(ProxyError::unroutable(format!(
+                        "cannot route it: {key} {id} does not carry a route key, the index table has no row for it, and the record names no known channel or region"
+                    )));
+                };
+                (channel, resolved.layer)
+            }
         };
         if let Some(named) = params[0]
             .clone()
@@ -416,8 +454,10 @@ impl Session {
                 )));
             }
         }
-        if resolved.layer != crate::route::Layer::Decode {
-            router.write_index(id, channel).await?;
+        if layer != crate::route::Layer::Decode && l.pending.insert(id, channel).is_none() {
+            // Written again when the index knows it (it may have been pruned since as
+            // dangling; writing it marks it young), as an INSERT does.
+            l.index_rows.push((id, channel, l.at.0, l.at.1));
         }
         Ok((config.shard_of(channel, id), bytes.to_vec()))
     }
@@ -441,11 +481,31 @@ impl Session {
         Ok(id)
     }
 
-    /// Loads every batch that holds records.
+    /// Writes the index rows of the loaded records whose ids do not decode (each
+    /// committed on its own, before the load commits). An index row that names another
+    /// channel fails the load, naming the record.
+    async fn write_index_rows(&mut self, l: &mut Loader<'_>) -> Result<(), ProxyError> {
+        let rt = self.rt.clone();
+        for &(id, channel, line, record) in &l.index_rows {
+            rt.router
+                .write_index(id, channel)
+                .await
+                .map_err(|e| at_line(e, line, record))?;
+        }
+        Ok(())
+    }
+
+    /// Loads every batch that holds records. A file of no record in the client's
+    /// transaction is loaded into the first shard all the same: the load opens the
+    /// transaction (autocommit off) and gets the server's answer, as on one table.
     async fn flush_all(&mut self, l: &mut Loader<'_>) -> Result<(), ProxyError> {
         let shards: Vec<u32> = l.batches.keys().copied().collect();
         for shard in shards {
             self.flush_batch(l, shard).await?;
+        }
+        if l.records == 0 && l.in_client_transaction && !self.in_transaction() {
+            let first = self.rt.router.first_shard();
+            self.load_batch(l, first, Batch::default()).await?;
         }
         Ok(())
     }
@@ -455,6 +515,18 @@ impl Session {
         let Some(batch) = l.batches.remove(&shard).filter(|b| !b.records.is_empty()) else {
             return Ok(());
         };
+        self.load_batch(l, shard, batch).await
+    }
+
+    /// Loads `batch` into `shard` with the client's statement; the server's errors and
+    /// warnings in the file's terms (its row numbers, the logical table).
+    async fn load_batch(
+        &mut self,
+        l: &mut Loader<'_>,
+        shard: u32,
+        batch: Batch,
+    ) -> Result<(), ProxyError> {
+        self.load_killed()?;
         let config = self.rt.config.clone();
         let place = &config.sharding.shards[shard as usize];
         let ds = place.datasource;
@@ -469,6 +541,29 @@ impl Session {
             crate::sql::quote_ident(&place.database),
             crate::sql::quote_ident(&place.tables[usize::from(l.table.0)])
         );
+        let logical = format!(
+            "{}.{}",
+            crate::sql::quote_ident(&config.sharding.logical_database),
+            crate::sql::quote_ident(&config.sharding.binding_tables[usize::from(l.table.0)])
+        );
+        let in_file = |message: &[u8]| {
+            let message = renumber_rows(message, &batch.records);
+            String::from_utf8_lossy(&message)
+                .replace(&physical, &logical)
+                .into_bytes()
+        };
+        let in_file_terms = |e: ProxyError| match e {
+            ProxyError::Backend {
+                code,
+                state,
+                message,
+            } => ProxyError::Backend {
+                code,
+                state,
+                message: in_file(&message),
+            },
+            other => other,
+        };
         let prepend = l
             .layout
             .key
@@ -483,8 +578,11 @@ impl Session {
             }
             l.touched.push(ds);
         }
+        self.connection(ds).await?;
+        // A KILL QUERY reaches the batch running on its backend (1317 from there).
+        self.load_running(true);
         let conn = self.connection(ds).await?;
-        match conn.load_local(&statement).await? {
+        match conn.load_local(&statement).await.map_err(in_file_terms)? {
             FileRequest::Asked => {}
             FileRequest::Answered(_) => {
                 return Err(ProxyError::Internal(format!(
@@ -496,7 +594,7 @@ impl Session {
         for chunk in batch.bytes.chunks(PACKET_BYTES) {
             conn.send_file_data(chunk).await?;
         }
-        let ok = conn.finish_file().await?;
+        let ok = conn.finish_file().await.map_err(in_file_terms)?;
         let read = records_of(&ok.info);
         if read != Some(batch.records.len() as u64) {
             conn.mark_broken();
@@ -512,7 +610,7 @@ impl Session {
                 if l.diagnostics.len() == MAX_DIAGNOSTICS {
                     break;
                 }
-                d.message = renumber_rows(&d.message, &batch.records);
+                d.message = in_file(&d.message);
                 l.diagnostics.push(d);
             }
         }
@@ -561,7 +659,7 @@ impl Session {
     fn finish_load(
         &mut self,
         client: &mut Client,
-        l: Loader<'_>,
+        mut l: Loader<'_>,
         more: bool,
     ) -> Result<(), ProxyError> {
         if l.affected > 0 {
@@ -571,13 +669,15 @@ impl Session {
             self.set_last_insert_id(id);
         }
         self.row_count = i64::try_from(l.affected).unwrap_or(i64::MAX);
-        self.warnings = l.diagnostics;
+        let (diagnostics, warnings) = in_file_order(l.diagnostics, l.warnings);
+        l.warnings = warnings;
+        self.warnings = diagnostics;
         self.txn.release_idle();
         let info = if l.info.is_empty() {
             // No record at all: what the server says of an empty file.
             b"Records: 0  Deleted: 0  Skipped: 0  Warnings: 0".to_vec()
         } else {
-            l.info
+            with_warnings(&l.info, l.warnings)
         };
         client.ok(&OkInfo {
             affected_rows: l.affected,
@@ -655,6 +755,54 @@ fn renumber_rows(message: &[u8], records: &[u64]) -> Vec<u8> {
     }
     out.push_str(rest);
     out.into_bytes()
+}
+
+/// A LOAD DATA info with its `Warnings: N` made `warnings` (the batches' sum counts a
+/// statement's warning once per batch).
+fn with_warnings(info: &[u8], warnings: u64) -> Vec<u8> {
+    let text = String::from_utf8_lossy(info);
+    match text.find("Warnings: ") {
+        Some(at) => {
+            let rest = &text[at + 10..];
+            let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            format!("{}Warnings: {warnings}{}", &text[..at], &rest[digits..]).into_bytes()
+        }
+        None => info.to_vec(),
+    }
+}
+
+/// The diagnostics of every batch as one table's: in the file's row order, a statement's
+/// warning (one that names no row) once, not once per batch; with the warning count less
+/// the repeats (when every diagnostic was kept).
+fn in_file_order(diagnostics: Vec<Diagnostic>, warnings: u64) -> (Vec<Diagnostic>, u64) {
+    let complete = diagnostics.len() as u64 == warnings;
+    let row_of = |d: &Diagnostic| {
+        let text = String::from_utf8_lossy(&d.message).to_ascii_lowercase();
+        text.find("row ").and_then(|at| {
+            text[at + 4..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    let mut kept: Vec<Diagnostic> = Vec::with_capacity(diagnostics.len());
+    for d in diagnostics {
+        if row_of(&d).is_none() && kept.contains(&d) {
+            continue;
+        }
+        kept.push(d);
+    }
+    let repeats = warnings.saturating_sub(kept.len() as u64);
+    kept.sort_by_key(|d| row_of(d).unwrap_or(0));
+    (
+        kept,
+        if complete {
+            warnings - repeats
+        } else {
+            warnings
+        },
+    )
 }
 
 /// `e` with the line and record of the file it concerns.
