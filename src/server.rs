@@ -159,6 +159,19 @@ pub async fn serve(
             tokio::time::sleep(crate::proxy::SERVER_DATABASES_REFRESH).await;
         }
     });
+    // Idle clients past their wait_timeout, for as long as the proxy serves.
+    let sweeper = Arc::downgrade(&proxy);
+    let sweeping = tokio::spawn(async move {
+        let mut every = tokio::time::interval(crate::sessions::IDLE_SWEEP);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(proxy) = sweeper.upgrade() else {
+                return;
+            };
+            proxy.sessions.expire_idle();
+        }
+    });
     tokio::pin!(shutdown);
     let accept = |sessions: &mut JoinSet<()>, accepted: std::io::Result<_>| match accepted {
         Ok((transport, peer)) => {
@@ -246,6 +259,7 @@ pub async fn serve(
         sessions.shutdown().await;
     }
     learning.abort();
+    sweeping.abort();
     proxy.issuer.release().await;
     tracing::info!("drained");
     Ok(())

@@ -3,7 +3,7 @@
 //! runs its statement (never whatever backend thread has the same number).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -39,6 +39,19 @@ pub struct SessionHandle {
     /// connection gives up with 1317. Cleared when the next command starts.
     query_killed: AtomicBool,
     query_wake: Notify,
+    /// While the session waits for its client's next command: when that wait ends
+    /// ([`clock_ms`]); 0 while a command runs.
+    idle_deadline: AtomicU64,
+    /// The client stayed silent past the deadline ([`Registry::expire_idle`]).
+    idle_expired: AtomicBool,
+}
+
+/// Milliseconds on a monotonic clock (from its first use in the process): the time of
+/// idle deadlines.
+fn clock_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What a session does now, as `SHOW PROCESSLIST` shows it.
@@ -134,9 +147,26 @@ impl SessionHandle {
     }
 
     /// A command from the client starts: a KILL QUERY that came before it was for an
-    /// earlier one (or for none, while the session waited).
+    /// earlier one (or for none, while the session waited); the wait for it is over.
     pub fn command_starts(&self) {
         self.query_killed.store(false, Ordering::SeqCst);
+        self.idle_deadline.store(0, Ordering::Relaxed);
+    }
+
+    /// The session waits for its client's next command, for `limit` at most (its idle
+    /// timeout): past it, [`Registry::expire_idle`] ends the wait
+    /// ([`SessionHandle::stop_signal`]). A clock read and two stores per command, where a
+    /// timer of its own would cost a timer-wheel insertion and removal.
+    pub fn waits_for_command(&self, limit: std::time::Duration) {
+        self.idle_expired.store(false, Ordering::Relaxed);
+        let limit = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.idle_deadline
+            .store(clock_ms().saturating_add(limit), Ordering::Relaxed);
+    }
+
+    /// The client stayed silent past its session's idle timeout.
+    pub fn idle_expired(&self) -> bool {
+        self.idle_expired.load(Ordering::Relaxed)
     }
 
     /// Whether the statement running now was killed ([`SessionHandle::kill_query`]).
@@ -171,7 +201,7 @@ impl SessionHandle {
     /// Resolves when a session waiting for its next command should close: killed, or
     /// draining while `idle` (not in a transaction).
     pub async fn stop_signal(&self, idle: bool) {
-        while !(self.killed() || idle && self.draining()) {
+        while !(self.killed() || self.idle_expired() || idle && self.draining()) {
             self.wake.notified().await;
         }
     }
@@ -184,7 +214,27 @@ pub struct Registry {
     draining: AtomicBool,
 }
 
+/// How often [`Registry::expire_idle`] runs while the proxy serves: an idle client is
+/// disconnected at most this long after its timeout.
+pub const IDLE_SWEEP: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl Registry {
+    /// Ends the wait of every session whose client stayed silent past its idle timeout
+    /// ([`SessionHandle::waits_for_command`]); how many.
+    pub fn expire_idle(&self) -> usize {
+        let now = clock_ms();
+        let mut expired = 0;
+        for handle in self.lock().values() {
+            let deadline = handle.idle_deadline.load(Ordering::Relaxed);
+            if deadline != 0 && now >= deadline && !handle.idle_expired() {
+                handle.idle_expired.store(true, Ordering::Relaxed);
+                handle.wake.notify_one();
+                expired += 1;
+            }
+        }
+        expired
+    }
+
     /// Registers a session of `user` connected from `host`.
     pub fn register(&self, id: u32, user: &str, host: &str) -> Arc<SessionHandle> {
         let handle = Arc::new(SessionHandle {
@@ -204,6 +254,8 @@ impl Registry {
             wake: Notify::new(),
             query_killed: AtomicBool::new(false),
             query_wake: Notify::new(),
+            idle_deadline: AtomicU64::new(0),
+            idle_expired: AtomicBool::new(false),
         });
         let mut sessions = self.lock();
         handle
@@ -257,5 +309,30 @@ impl Registry {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<SessionHandle>>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_silent_past_its_limit_is_expired_and_one_that_spoke_is_not() {
+        let registry = Registry::default();
+        let silent = registry.register(1, "app", "h");
+        let talking = registry.register(2, "app", "h");
+        let running = registry.register(3, "app", "h");
+        silent.waits_for_command(std::time::Duration::from_millis(1));
+        talking.waits_for_command(std::time::Duration::from_millis(1));
+        talking.command_starts();
+        running.waits_for_command(std::time::Duration::from_secs(3600));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(registry.expire_idle(), 1);
+        assert!(silent.idle_expired());
+        assert!(!talking.idle_expired() && !running.idle_expired());
+        // Once expired, not counted again; the next wait starts afresh.
+        assert_eq!(registry.expire_idle(), 0);
+        silent.waits_for_command(std::time::Duration::from_secs(3600));
+        assert!(!silent.idle_expired());
     }
 }

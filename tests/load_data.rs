@@ -617,3 +617,126 @@ async fn an_empty_file_and_a_read_only_transaction_as_on_one_table() {
 }
 
 static TRACE: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// The first 64 warnings of a load over many shards, a duplicate key's warning at its
+/// place, and the error of the earliest bad row, as one table gives them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_warnings_and_the_first_error_as_one_tables() {
+    let h = Harness::start().await;
+    let cleanup = Cleanup::default();
+    let seeded = common::seed().channels["EU_CHANNEL"].new_format_ids[0];
+    let record = |id: u64, amount: &str, extra: bool| {
+        let (_, _, _, region) = CHANNELS[(id % 5) as usize];
+        let extra = if extra { "\textra" } else { "" };
+        format!("{id}\t{region}\t7\t{amount}\tNEW\tmany\t2026-01-02 03:04:05{extra}\n")
+    };
+    let fresh = |n: usize| -> Vec<u64> {
+        (0..n)
+            .map(|i| cleanup.add(fresh_new_id(CHANNELS[i % 5].1)))
+            .collect()
+    };
+    let columns = "(order_id, region, user_id, amount, status, note, created_at)";
+    // 150 bad amounts (IGNORE: warnings); a duplicate key among ten.
+    let many: String = fresh(150)
+        .iter()
+        .map(|&id| record(id, "abc", false))
+        .collect();
+    let mut dup: Vec<String> = fresh(10)
+        .iter()
+        .map(|&id| record(id, "1.00", false))
+        .collect();
+    dup[2] = record(cleanup.add(fresh_new_id(2)), "abc", false);
+    dup[6] = record(seeded, "1.00", false);
+    // REPLACE in strict mode: a bad amount at row 2, an extra field at row 6.
+    let mut strict: Vec<String> = fresh(8)
+        .iter()
+        .map(|&id| record(id, "1.00", false))
+        .collect();
+    strict[1] = record(cleanup.add(fresh_new_id(3)), "abc", false);
+    strict[5] = record(cleanup.add(fresh_new_id(4)), "1.00", true);
+    let cases = [
+        (
+            format!("LOAD DATA LOCAL INFILE 'many' IGNORE INTO TABLE t_order {columns}"),
+            many,
+        ),
+        (
+            format!("LOAD DATA LOCAL INFILE 'dup' IGNORE INTO TABLE t_order {columns}"),
+            dup.concat(),
+        ),
+        (
+            format!("LOAD DATA LOCAL INFILE 'strict' REPLACE INTO TABLE t_order {columns}"),
+            strict.concat(),
+        ),
+    ];
+    let mut d = direct(LOCAL).await;
+    let mut p = through(&h, LOCAL).await;
+    for (sql, file) in cases {
+        let want = d.load_local(&sql, file.as_bytes(), 4096).await;
+        let got = p.load_local(&sql, file.as_bytes(), 4096).await;
+        assert_eq!(got, want, "{sql}");
+        if want[1].starts_with("ERR") {
+            assert_eq!(
+                p.last_error,
+                d.last_error.replace("orders_ref", "orders"),
+                "{sql}"
+            );
+            continue;
+        }
+        let shown = |rows: Vec<Vec<Option<String>>>| -> Vec<String> {
+            rows.iter()
+                .map(|r| format!("{r:?}").replace("orders_ref", "orders"))
+                .collect()
+        };
+        assert_eq!(
+            shown(p.rows("SHOW WARNINGS").await),
+            shown(d.rows("SHOW WARNINGS").await),
+            "{sql}"
+        );
+    }
+}
+
+/// A load that fails with autocommit off, its client then gone without a ROLLBACK: the
+/// transaction it opened is rolled back with the session, as MariaDB does when the
+/// connection closes; no row lock stays on a pooled connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_load_with_autocommit_off_leaves_no_lock_behind() {
+    let _probe = Probe::create("t_load_locks").await;
+    let mut config = common::config();
+    for ds in &mut config.datasources {
+        ds.pool_size = 1;
+    }
+    let h = Harness::start_with(config).await;
+    let mut ds0 = backend(0).await;
+    ds0.query_drop(
+        "INSERT INTO orders.t_load_locks VALUES (1, 'existing', 1, NULL), (2, 'existing', 2, NULL)",
+    )
+    .await
+    .unwrap();
+    {
+        let mut p = through(&h, LOCAL).await;
+        p.query("SET autocommit = 0").await;
+        let failed = p
+            .load_local(
+                "LOAD DATA LOCAL INFILE 'f.tsv' REPLACE INTO TABLE t_load_locks",
+                b"1\treplaced\t1\t\\N\n2\treplaced\t2\t\\N\n3\tbad\tabc\t\\N\n",
+                100,
+            )
+            .await;
+        assert!(failed[1].starts_with("ERR 1366"), "{failed:?}");
+    }
+    // The client is gone; another session of the proxy (the same pooled connection) and
+    // a direct one find the rows unlocked and unchanged.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    ds0.query_drop("SET innodb_lock_wait_timeout = 1")
+        .await
+        .unwrap();
+    ds0.query_drop("UPDATE orders.t_load_locks SET qty = qty + 10 WHERE id = 1")
+        .await
+        .unwrap();
+    let mut app = h.client().await;
+    let notes: Vec<String> = app
+        .query("SELECT label FROM t_load_locks ORDER BY id")
+        .await
+        .unwrap();
+    assert_eq!(notes, ["existing", "existing"]);
+}

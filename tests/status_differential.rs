@@ -439,6 +439,8 @@ Q SELECT 1; -- a comment
 Q SELECT 1; /* a comment */
 Q SELECT 1;
 Q SELECT 1;; SELECT 2
+Q SELECT 1;;
+Q SELECT 1; /*c*/ ;
 Q SELECT 1; -- c⏎; SELECT 2
 OPT 1
 Q SELECT 1
@@ -715,4 +717,44 @@ async fn a_stale_escaping_flag_of_mariadb_is_not_passed_on() {
             .await
             .unwrap();
     }
+}
+
+/// A procedure's `SET` of session state the proxy cannot read back (a user variable,
+/// `time_zone`, `div_precision_increment`) stays with the session that called it, as on
+/// one server, and never reaches another session through the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_procedures_session_state_stays_with_its_session() {
+    let _servers = SERVERS.lock().await;
+    let mut config = common::config();
+    for ds in &mut config.datasources {
+        ds.pool_size = 1;
+    }
+    let h = Harness::start_with(config).await;
+    let mut ds0 = backend(0).await;
+    ds0.query_drop("CREATE OR REPLACE PROCEDURE orders.p_status_state() BEGIN SET @secret = 'A'; SET time_zone = '+10:00'; SET div_precision_increment = 0; END")
+        .await
+        .unwrap();
+    let probe = "SELECT CONCAT_WS('/', IFNULL(@secret, 'none'), @@time_zone, 1/3)";
+    let mut first =
+        WireClient::connect(h.addr, "app", "app", Some("orders"), WireOptions::default())
+            .await
+            .unwrap();
+    first.query("CALL p_status_state()").await;
+    assert_eq!(first.value(probe).await.as_deref(), Some("A/+10:00/0"));
+    first.query("SELECT 1").await;
+    assert_eq!(first.value(probe).await.as_deref(), Some("A/+10:00/0"));
+    // The session ends; the next one gets the pool's one connection to ds0.
+    drop(first);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut other =
+        WireClient::connect(h.addr, "app", "app", Some("orders"), WireOptions::default())
+            .await
+            .unwrap();
+    assert_eq!(
+        other.value(probe).await.as_deref(),
+        Some("none/SYSTEM/0.3333")
+    );
+    ds0.query_drop("DROP PROCEDURE orders.p_status_state")
+        .await
+        .unwrap();
 }

@@ -163,8 +163,6 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
 /// it, and what the session held is released), or the proxy drains while it is not in a
 /// transaction.
 async fn serve_commands(session: &mut Session, client: &mut Client, collation: u8, id: u32) {
-    let silence = tokio::time::sleep(std::time::Duration::ZERO);
-    tokio::pin!(silence);
     loop {
         client.stream.reset_seq();
         let handle = session.handle.clone();
@@ -173,14 +171,15 @@ async fn serve_commands(session: &mut Session, client: &mut Client, collation: u
             break;
         }
         let limit = session.idle_timeout();
-        silence.as_mut().reset(tokio::time::Instant::now() + limit);
+        handle.waits_for_command(limit);
         let read = tokio::select! {
             read = client.stream.read_packet() => read,
-            () = handle.stop_signal(idle) => break,
-            () = &mut silence => {
-                tracing::info!(connection = id, user = %session.user(), ?limit, "client idle longer than the session's wait_timeout: disconnected, as the server would");
-                session.proxy.metrics.count_idle_timeout();
-                client.stream.get_ref().reset_on_close();
+            () = handle.stop_signal(idle) => {
+                if handle.idle_expired() && !handle.killed() {
+                    tracing::info!(connection = id, user = %session.user(), ?limit, "client idle longer than the session's wait_timeout: disconnected, as the server would");
+                    session.proxy.metrics.count_idle_timeout();
+                    client.stream.get_ref().reset_on_close();
+                }
                 break;
             }
         };

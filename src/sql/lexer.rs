@@ -199,10 +199,12 @@ pub fn split_statements(sql: &[u8], mode: LexMode) -> Vec<Range<usize>> {
 pub enum Piece {
     /// A statement (its range, without its `;`).
     Statement(Range<usize>),
-    /// Nothing but whitespace or comments before a `;` (`SELECT 1;; SELECT 2`): MariaDB
-    /// answers it with a syntax error.
+    /// Nothing but whitespace or comments before a `;`, with a statement after it
+    /// (`SELECT 1;; SELECT 2`): MariaDB answers it with a syntax error (after the last
+    /// statement, `SELECT 1;;`, it is nothing).
     Empty,
-    /// Comments, and nothing else, after the last `;`: MariaDB answers it with an OK.
+    /// Comments, and nothing else, after the last statement (`SELECT 1; -- c`, `SELECT 1;
+    /// /* c */ ;`): MariaDB answers them with an OK.
     TrailingComment,
 }
 
@@ -215,14 +217,18 @@ pub fn split_query(sql: &[u8], mode: LexMode) -> Vec<Piece> {
     let mut tokens_in_statement = 0usize;
     let mut compound = false;
     let mut commented = false;
+    // Comments since the last statement (in empty pieces or after the last `;`).
+    let mut comments_after = false;
     // The first words of the statement (no allocation: this runs for every query).
     let mut first_words: [Range<usize>; 4] = Default::default();
     let mut words_seen = 0;
     while let Some(token) = lexer.next_token(&mut |_| commented = true) {
         if token.is_punct(sql, ";") && !compound {
             out.push(if tokens_in_statement > 0 {
+                comments_after = false;
                 Piece::Statement(start..token.range.start)
             } else {
+                comments_after |= commented;
                 Piece::Empty
             });
             start = token.range.end;
@@ -250,8 +256,15 @@ pub fn split_query(sql: &[u8], mode: LexMode) -> Vec<Piece> {
     }
     if tokens_in_statement > 0 {
         out.push(Piece::Statement(start..sql.len()));
-    } else if commented && !out.is_empty() {
-        out.push(Piece::TrailingComment);
+    } else {
+        let last = out
+            .iter()
+            .rposition(|p| matches!(p, Piece::Statement(_)))
+            .map_or(0, |i| i + 1);
+        out.truncate(last);
+        if (commented || comments_after) && !out.is_empty() {
+            out.push(Piece::TrailingComment);
+        }
     }
     out
 }
@@ -836,6 +849,11 @@ mod tests {
             ]
         );
         assert_eq!(pieces("/* c */; SELECT 1")[0], Piece::Empty);
+        assert_eq!(pieces("SELECT 1;;"), [Piece::Statement(0..8)]);
+        assert_eq!(
+            pieces("SELECT 1; /* c */ ;"),
+            [Piece::Statement(0..8), Piece::TrailingComment]
+        );
     }
 
     #[test]

@@ -52,8 +52,14 @@ impl Session {
         self.handle.set_running(threads);
     }
 
-    /// `KILL QUERY` (or `KILL`) of this session came while it loads: 1317.
+    /// `KILL QUERY` of this session came while it loads: 1317; `KILL`: the connection
+    /// ends at once, as MariaDB ends it.
     pub(super) fn load_killed(&self) -> Result<(), ProxyError> {
+        if self.handle.killed() {
+            return Err(ProxyError::ClientGone(
+                "killed in the middle of LOAD DATA".into(),
+            ));
+        }
         if self.handle.query_killed() {
             return Err(ProxyError::interrupted());
         }
@@ -154,6 +160,9 @@ impl Session {
         let ok = match loaded {
             Ok(ok) => ok,
             Err(e) => {
+                // The failed statement opened (or stays in) the transaction with autocommit
+                // off: the connection must not go back to the pool inside it.
+                self.txn.after_failed_statement(&[ds], self.autocommit);
                 self.txn.release_idle();
                 return Err(e);
             }
@@ -187,6 +196,7 @@ impl Session {
         ds: crate::config::DatasourceId,
         statement: &[u8],
     ) -> Result<OkInfo, ProxyError> {
+        let handle = self.handle.clone();
         let conn = self.connection(ds).await?;
         let ok = match conn.load_local(statement).await {
             Err(e) => return Err(e),
@@ -195,6 +205,12 @@ impl Session {
                 ask_for_file(client, load).await?;
                 let mut failed = None;
                 loop {
+                    if handle.killed() {
+                        // The backend's LOAD is cut off with its connection (rolled back).
+                        return Err(ProxyError::ClientGone(
+                            "killed in the middle of LOAD DATA".into(),
+                        ));
+                    }
                     let packet = next_file_packet(client).await?;
                     if packet.is_empty() {
                         break;

@@ -49,6 +49,8 @@ struct Batch {
     bytes: Vec<u8>,
     /// Each record's number in the file (1-based, after `IGNORE n LINES`).
     records: Vec<u64>,
+    /// Each record's order id.
+    ids: Vec<u64>,
 }
 
 /// A load under way.
@@ -82,7 +84,17 @@ struct Loader<'a> {
     affected: u64,
     warnings: u64,
     info: Vec<u8>,
-    diagnostics: Vec<Diagnostic>,
+    /// The batches' diagnostics, each with where it stands in the file ([`Placed`]).
+    diagnostics: Vec<Placed>,
+}
+
+/// A diagnostic of one batch and the file's record it stands at: its own row number, or,
+/// for one that names none (a duplicate key), the row of the diagnostic before it in its
+/// batch (the batch's first record when none is before it).
+struct Placed {
+    at: u64,
+    names_a_row: bool,
+    diagnostic: Diagnostic,
 }
 
 impl Session {
@@ -332,10 +344,11 @@ impl Session {
                     l.lines += count_lines(bytes, &format.line_end);
                     l.at = (line, l.records);
                     let routed = self.route_record(l, bytes, &record).await;
-                    let (shard, bytes) = routed.map_err(|e| at_line(e, line, l.records))?;
+                    let (shard, id, bytes) = routed.map_err(|e| at_line(e, line, l.records))?;
                     let batch = l.batches.entry(shard).or_default();
                     batch.bytes.extend_from_slice(&bytes);
                     batch.records.push(l.records);
+                    batch.ids.push(id);
                     if batch.bytes.len() >= BATCH_BYTES {
                         self.flush_batch(l, shard).await?;
                     }
@@ -345,14 +358,14 @@ impl Session {
         }
     }
 
-    /// The shard of one record and its bytes as the shard gets them (with the id the proxy
-    /// issued for it).
+    /// The shard of one record, its order id, and its bytes as the shard gets them (with
+    /// the id the proxy issued for it).
     async fn route_record(
         &mut self,
         l: &mut Loader<'_>,
         bytes: &[u8],
         record: &Record,
-    ) -> Result<(u32, Vec<u8>), ProxyError> {
+    ) -> Result<(u32, u64, Vec<u8>), ProxyError> {
         let config = self.rt.config.clone();
         let value = |at: Option<usize>| {
             at.and_then(|i| record.fields.get(i))
@@ -424,7 +437,7 @@ impl Session {
                 l.index_rows.push((id, channel, l.at.0, l.at.1));
             }
             let shard = config.shard_of(channel, id);
-            return Ok((shard, with_id(bytes, record, l, id)));
+            return Ok((shard, id, with_id(bytes, record, l, id)));
         };
         // An id an earlier record of this load placed has the index row it will write.
         let (channel, layer) = match l.pending.get(&id) {
@@ -459,7 +472,7 @@ impl Session {
             // dangling; writing it marks it young), as an INSERT does.
             l.index_rows.push((id, channel, l.at.0, l.at.1));
         }
-        Ok((config.shard_of(channel, id), bytes.to_vec()))
+        Ok((config.shard_of(channel, id), id, bytes.to_vec()))
     }
 
     /// The next id issued for `channel` (taken from a stock issued [`ID_STOCK`] at a time).
@@ -495,13 +508,37 @@ impl Session {
         Ok(())
     }
 
-    /// Loads every batch that holds records. A file of no record in the client's
+    /// Loads every batch that holds records. A server's error does not stop the others: the
+    /// error of the earliest row of the file is the load's, as one table would stop at it
+    /// (the load is rolled back whatever fails). A file of no record in the client's
     /// transaction is loaded into the first shard all the same: the load opens the
     /// transaction (autocommit off) and gets the server's answer, as on one table.
     async fn flush_all(&mut self, l: &mut Loader<'_>) -> Result<(), ProxyError> {
         let shards: Vec<u32> = l.batches.keys().copied().collect();
+        let mut first_error: Option<(u64, ProxyError)> = None;
         for shard in shards {
-            self.flush_batch(l, shard).await?;
+            match self.flush_batch(l, shard).await {
+                Ok(()) => {}
+                Err(ProxyError::Backend {
+                    code,
+                    state,
+                    message,
+                }) => {
+                    let row = row_of(&message).unwrap_or(u64::MAX);
+                    if first_error.as_ref().is_none_or(|(r, _)| row < *r) {
+                        let e = ProxyError::Backend {
+                            code,
+                            state,
+                            message,
+                        };
+                        first_error = Some((row, e));
+                    }
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        if let Some((_, e)) = first_error {
+            return Err(e);
         }
         if l.records == 0 && l.in_client_transaction && !self.in_transaction() {
             let first = self.rt.router.first_shard();
@@ -604,14 +641,27 @@ impl Session {
                 batch.records.len()
             )));
         }
-        if ok.warnings > 0 && l.diagnostics.len() < MAX_DIAGNOSTICS {
-            let found = conn.diagnostics().await?;
-            for mut d in found {
-                if l.diagnostics.len() == MAX_DIAGNOSTICS {
-                    break;
-                }
+        if ok.warnings > 0 {
+            // The batch's first 64 (the server keeps no more): the file's first 64 are
+            // among the batches' first ones.
+            let mut at = batch.records.first().copied().unwrap_or(0);
+            for mut d in conn.diagnostics().await? {
                 d.message = in_file(&d.message);
-                l.diagnostics.push(d);
+                let row = row_of(&d.message);
+                // A duplicate key names the record's id, not its row.
+                let by_id = || {
+                    let text = String::from_utf8_lossy(&d.message);
+                    let (i, _) = batch.ids.iter().enumerate().find(|(_, id)| {
+                        text.contains(&format!("'{id}'")) || text.contains(&format!("'{id}-"))
+                    })?;
+                    batch.records.get(i).copied()
+                };
+                at = row.or_else(by_id).unwrap_or(at);
+                l.diagnostics.push(Placed {
+                    at,
+                    names_a_row: row.is_some(),
+                    diagnostic: d,
+                });
             }
         }
         l.affected += ok.affected_rows;
@@ -771,37 +821,42 @@ fn with_warnings(info: &[u8], warnings: u64) -> Vec<u8> {
     }
 }
 
-/// The diagnostics of every batch as one table's: in the file's row order, a statement's
-/// warning (one that names no row) once, not once per batch; with the warning count less
-/// the repeats (when every diagnostic was kept).
-fn in_file_order(diagnostics: Vec<Diagnostic>, warnings: u64) -> (Vec<Diagnostic>, u64) {
-    let complete = diagnostics.len() as u64 == warnings;
-    let row_of = |d: &Diagnostic| {
-        let text = String::from_utf8_lossy(&d.message).to_ascii_lowercase();
-        text.find("row ").and_then(|at| {
-            text[at + 4..]
-                .split(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-    };
-    let mut kept: Vec<Diagnostic> = Vec::with_capacity(diagnostics.len());
-    for d in diagnostics {
-        if row_of(&d).is_none() && kept.contains(&d) {
-            continue;
+/// The row number a message names (`... at row 12`, `Row 12 was truncated ...`).
+fn row_of(message: &[u8]) -> Option<u64> {
+    let text = String::from_utf8_lossy(message).to_ascii_lowercase();
+    let at = text.find("row ")?;
+    text[at + 4..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The diagnostics of every batch as one table's: the first [`MAX_DIAGNOSTICS`] in the
+/// file's order; a statement's warning (one that names no row and that several batches
+/// gave) once, first, as the server gives it before the rows'; the warning count less
+/// those repeats.
+fn in_file_order(mut placed: Vec<Placed>, warnings: u64) -> (Vec<Diagnostic>, u64) {
+    let mut repeats = 0;
+    let mut kept: Vec<Placed> = Vec::with_capacity(placed.len().min(MAX_DIAGNOSTICS));
+    for p in placed.drain(..) {
+        if !p.names_a_row {
+            if let Some(first) = kept
+                .iter_mut()
+                .find(|k| !k.names_a_row && k.diagnostic == p.diagnostic)
+            {
+                first.at = 0;
+                repeats += 1;
+                continue;
+            }
         }
-        kept.push(d);
+        kept.push(p);
     }
-    let repeats = warnings.saturating_sub(kept.len() as u64);
-    kept.sort_by_key(|d| row_of(d).unwrap_or(0));
+    kept.sort_by_key(|p| p.at);
+    kept.truncate(MAX_DIAGNOSTICS);
     (
-        kept,
-        if complete {
-            warnings - repeats
-        } else {
-            warnings
-        },
+        kept.into_iter().map(|p| p.diagnostic).collect(),
+        warnings.saturating_sub(repeats),
     )
 }
 

@@ -244,7 +244,8 @@ pub fn temporary_ddl(sql: &[u8], tokens: &[crate::sql::lexer::Token]) -> bool {
 /// the server runs them): a temporary table or sequence (`CREATE [OR REPLACE] TEMPORARY
 /// ...`, which shadows a real table of the same name), named locks (`GET_LOCK`,
 /// `RELEASE_LOCK`), sequence values (`NEXTVAL`, `SETVAL`, `NEXT VALUE FOR`: `LASTVAL`
-/// would show them to the next session) and `HANDLER`.
+/// would show them to the next session), `HANDLER`, and `CALL` (a procedure's `SET` of a
+/// session variable lasts after it returns).
 pub fn token_pins(sql: &[u8], lexed: &Lexed) -> bool {
     let tokens: Vec<&crate::sql::lexer::Token> = lexed
         .tokens
@@ -272,6 +273,9 @@ pub fn token_pins(sql: &[u8], lexed: &Lexed) -> bool {
         || calls_state_function
         || next_value
         || first("handler")
+        // A procedure may set any session state (user variables, time_zone, the session's
+        // transaction mode...) that lasts after it returns and that no read-back sees.
+        || first("call")
         || tokens.iter().any(|t| t.is_punct(sql, ":="))
         || tokens
             .windows(2)
