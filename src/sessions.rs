@@ -216,7 +216,7 @@ pub struct Registry {
 
 /// How often [`Registry::expire_idle`] runs while the proxy serves: an idle client is
 /// disconnected at most this long after its timeout.
-pub const IDLE_SWEEP: std::time::Duration = std::time::Duration::from_millis(200);
+pub const IDLE_SWEEP: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Registry {
     /// Ends the wait of every session whose client stayed silent past its idle timeout

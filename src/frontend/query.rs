@@ -219,7 +219,10 @@ impl Session {
     ) -> Result<(), ProxyError> {
         match command {
             Command::Statement => self.data_statement(client, sql, lexed, shape, more).await,
-            Command::LoadDataLocal => self.load_data_local(client, sql, lexed, more).await,
+            // Boxed: the load's state would otherwise make every statement's future larger.
+            Command::LoadDataLocal => {
+                Box::pin(self.load_data_local(client, sql, lexed, more)).await
+            }
             Command::Begin => self.begin(client, sql, more).await,
             Command::Commit => self.finish(client, b"COMMIT", more).await,
             Command::Rollback => self.finish(client, b"ROLLBACK", more).await,

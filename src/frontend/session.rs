@@ -91,6 +91,9 @@ pub struct Session {
     /// What the servers give a new session, as the proxy last read it when this session
     /// started (or was reset): kept, as a server session keeps what it started with.
     pub(super) defaults: Option<Arc<crate::proxy::SessionDefaults>>,
+    /// The session's `wait_timeout` (at least 1 s): from `defaults` (`interactive_timeout`
+    /// for an interactive client), then as `SET wait_timeout` reads back.
+    pub(super) wait_timeout: std::time::Duration,
 }
 
 fn literal(s: &str) -> Vec<u8> {
@@ -179,6 +182,18 @@ impl Session {
             handle,
             tls: None,
             memo: Default::default(),
+            wait_timeout: std::time::Duration::from_secs(
+                defaults
+                    .as_ref()
+                    .map_or(28_800, |d| {
+                        if interactive {
+                            d.interactive_timeout
+                        } else {
+                            d.wait_timeout
+                        }
+                    })
+                    .max(1),
+            ),
             defaults,
         }
     }
@@ -252,6 +267,9 @@ impl Session {
     /// `interactive_timeout`. Session values where the session set them, the servers'
     /// defaults ([`crate::proxy::SessionDefaults`]) otherwise.
     pub(super) fn idle_timeout(&self) -> std::time::Duration {
+        if !self.txn.shown() {
+            return self.wait_timeout;
+        }
         let defaults = &self.defaults;
         let seconds = |name: &str, default: u64| {
             self.vars
@@ -262,30 +280,18 @@ impl Session {
         let idle = defaults
             .as_ref()
             .map_or([0; 3], |d| d.idle_transaction_timeouts);
-        if self.txn.shown() {
-            let (specific, default) = if self.txn.changed_rows() {
-                ("idle_write_transaction_timeout", idle[2])
-            } else {
-                ("idle_readonly_transaction_timeout", idle[1])
-            };
-            for limit in [
-                seconds(specific, default),
-                seconds("idle_transaction_timeout", idle[0]),
-            ] {
-                if limit > 0 {
-                    return std::time::Duration::from_secs(limit);
-                }
-            }
-        }
-        let interactive = self.caps.contains(CapabilityFlags::CLIENT_INTERACTIVE);
-        let default = defaults.as_ref().map_or(28_800, |d| {
-            if interactive {
-                d.interactive_timeout
-            } else {
-                d.wait_timeout
-            }
-        });
-        std::time::Duration::from_secs(seconds("wait_timeout", default).max(1))
+        let (specific, default) = if self.txn.changed_rows() {
+            ("idle_write_transaction_timeout", idle[2])
+        } else {
+            ("idle_readonly_transaction_timeout", idle[1])
+        };
+        [
+            seconds(specific, default),
+            seconds("idle_transaction_timeout", idle[0]),
+        ]
+        .into_iter()
+        .find(|&limit| limit > 0)
+        .map_or(self.wait_timeout, std::time::Duration::from_secs)
     }
 
     /// The session's `tx_read_only` (`SET SESSION TRANSACTION READ ONLY`).

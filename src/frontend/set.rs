@@ -430,6 +430,11 @@ impl Session {
                     self.select_limit = text.parse().ok().filter(|&n: &u64| n != u64::MAX);
                 }
                 "sql_mode" => self.lex_mode = self.lex_mode.with_sql_mode(&text),
+                "wait_timeout" => {
+                    if let Ok(seconds) = text.parse::<u64>() {
+                        self.wait_timeout = std::time::Duration::from_secs(seconds.max(1));
+                    }
+                }
                 "character_set_client" => {
                     self.decoding = decoding_for(&text)
                         .map_err(|m| ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", m))?;

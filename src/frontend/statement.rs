@@ -471,8 +471,9 @@ impl Session {
             }
         }
         if let Some(on) = ran.autocommit_read {
-            // A procedure changed the session's autocommit.
-            self.adopt_autocommit(on).await?;
+            // A procedure changed the session's autocommit (boxed: a rare path, whose state
+            // would make every statement's future larger).
+            Box::pin(self.adopt_autocommit(on)).await?;
         }
         let out = ran.outcome;
         if !out.result_set && out.affected_rows > 0 {
