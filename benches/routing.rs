@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
 use routekey_proxy::config::Config;
-use routekey_proxy::id::{IdFields, IdLayout, RouteKeyDecoder, SNOWFLAKE_EPOCH_MS};
+use routekey_proxy::id::{IdFields, IdLayout, SNOWFLAKE_EPOCH_MS};
 use routekey_proxy::plan::{Inputs, ScatterPolicy, Text, plan};
 use routekey_proxy::rewrite::SessionValues;
 use routekey_proxy::route::Router;
@@ -84,7 +84,7 @@ fn statements() -> Vec<(&'static str, String)> {
 
 fn decode(c: &mut Criterion) {
     let config = config();
-    let decoder = RouteKeyDecoder::for_config(&config);
+    let decoder = config.route_key_decoder();
     let id = eu_id(77);
     c.bench_function("decode_route_key", |b| {
         b.iter(|| decoder.decode(black_box(id), NOW))

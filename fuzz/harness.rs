@@ -14,6 +14,7 @@ use mysql_common::io::ParseBuf;
 use mysql_common::packets::AuthSwitchRequest;
 
 use routekey_proxy::config::Config;
+use routekey_proxy::config::ResultNames;
 use routekey_proxy::frontend::handshake::parse_response;
 use routekey_proxy::merge::row::{ColumnMeta, Protocol, build_row, split_row, truncate_text_row};
 use routekey_proxy::merge::value::decode;
@@ -25,7 +26,6 @@ use routekey_proxy::protocol::packets::{
     column_info, is_eof, parse_eof, parse_err, parse_greeting, parse_ok, parse_text_row,
     read_lenenc_int, rewrite_column_definition, server_version_numbers,
 };
-use routekey_proxy::rewrite::ResultNames;
 use routekey_proxy::sql::analyze::{AnalyzeContext, analyze, token_mentions_sharded_table};
 use routekey_proxy::sql::charset::{Decoding, collation_names, decoding_for};
 use routekey_proxy::sql::command::classify;

@@ -24,13 +24,16 @@
 //! [`legacy`] (`verify` and `index backfill`, the tools for legacy ids) and [`tools`] (the
 //! other operator commands).
 
+pub mod access;
 pub mod admin;
 pub mod backend;
 pub mod config;
+pub mod crypto;
 pub mod error;
 pub mod execute;
 pub mod frontend;
 pub mod id;
+pub mod issuance;
 pub mod legacy;
 pub mod merge;
 pub mod metrics;

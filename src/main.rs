@@ -142,7 +142,7 @@ fn main() -> ExitCode {
         Cmd::CheckConfig { file } => Config::load(file.as_deref().unwrap_or(&cli.config))
             .map_err(|e| e.to_string())
             .and_then(|c| {
-                routekey_proxy::frontend::tls::ClientSecurity::load(&c.server)?;
+                routekey_proxy::access::tls::ClientSecurity::load(&c.server)?;
                 println!("{}", tools::config_summary(&c));
                 Ok(())
             }),

@@ -10,7 +10,7 @@
 //! Counters that sessions bump on the hot path live in [`Metrics`] (statements, backend
 //! errors, clients) or next to what they count (route layers and index lookups in
 //! [`crate::route::RouteStats`], pool waits in [`crate::backend::Pools`], ids in
-//! [`crate::id::issuer::IssueStats`]); [`crate::admin::exposition::render`] reads them all
+//! [`crate::issuance::IssueStats`]); [`crate::admin::exposition::render`] reads them all
 //! at scrape time. This module imports nothing of the crate: every layer may count.
 
 use std::sync::atomic::{AtomicBool, Ordering};

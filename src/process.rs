@@ -36,7 +36,7 @@ pub fn load(path: &Path, flags: &Flags) -> Result<Config, String> {
 
 /// Serves until a drain ends: the MySQL listener, the admin port, signals, reloads.
 pub async fn run(path: PathBuf, config: Config, flags: Flags) -> Result<(), String> {
-    crate::frontend::tls::ClientSecurity::load(&config.server)?;
+    crate::access::tls::ClientSecurity::load(&config.server)?;
     let listeners = bind(&config.server).await?;
     let admin = tokio::net::TcpListener::bind(config.admin.listen)
         .await

@@ -36,7 +36,7 @@ pub struct Runtime {
     pub generation: u64,
     /// The TLS certificate and RSA key clients are offered, read from the files the
     /// configuration names (on reload, a file that does not load keeps the previous one).
-    pub client_security: crate::frontend::tls::ClientSecurity,
+    pub client_security: crate::access::tls::ClientSecurity,
 }
 
 impl Runtime {
@@ -48,7 +48,7 @@ impl Runtime {
             Some(p) => Router::new(config.clone(), index).counting_into(&p.router),
             None => Router::new(config.clone(), index),
         };
-        use crate::frontend::tls::ClientSecurity;
+        use crate::access::tls::ClientSecurity;
         let client_security = match previous {
             Some(p) => ClientSecurity::reload(&config.server, &p.client_security),
             None => ClientSecurity::load(&config.server).unwrap_or_else(|e| {
@@ -82,11 +82,11 @@ pub struct Proxy {
     /// settings stay in force until a restart.
     pub config: Arc<Config>,
     /// The order id service.
-    pub issuer: Arc<crate::id::issuer::Issuer>,
+    pub issuer: Arc<crate::issuance::Issuer>,
     /// Sessions by connection id (KILL).
     pub sessions: crate::sessions::Registry,
     /// The caching_sha2_password fast-path cache and recent failed logins.
-    pub logins: crate::frontend::auth::Logins,
+    pub logins: crate::access::Logins,
     /// Counters for `/metrics`.
     pub metrics: crate::metrics::Metrics,
     /// Set once a drain is asked for (SIGTERM, `/quitquitquit`).
@@ -159,9 +159,9 @@ impl Proxy {
         let config = Arc::new(config);
         let runtime = Runtime::build(config.clone(), None);
         Arc::new(Self {
-            issuer: crate::id::issuer::Issuer::new(
+            issuer: crate::issuance::Issuer::new(
                 config.clone(),
-                Arc::new(crate::id::issuer::SystemClock),
+                Arc::new(crate::issuance::SystemClock),
             ),
             sessions: Default::default(),
             logins: Default::default(),

@@ -5,7 +5,6 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
-use crate::id::RouteKeyDecoder;
 
 /// A short summary of a valid configuration.
 pub fn config_summary(c: &Config) -> String {
@@ -75,7 +74,7 @@ pub fn decode(c: &Config, text: &str) -> Result<String, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{text}` is not an unsigned 64-bit decimal order id"))?;
-    let decoder = RouteKeyDecoder::for_config(c);
+    let decoder = c.route_key_decoder();
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use mysql_async::prelude::*;
 use routekey_proxy::id::IdLayout;
-use routekey_proxy::id::issuer::{Clock, IssueFailure, Issuer, SystemClock};
+use routekey_proxy::issuance::{Clock, IssueFailure, Issuer, SystemClock};
 
 #[tokio::test]
 async fn the_33rd_generator_is_refused_while_the_proxy_keeps_serving_queries() {

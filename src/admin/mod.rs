@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
 use crate::config::Admin;
-use crate::id::issuer::Caller;
+use crate::issuance::Caller;
 use crate::proxy::Proxy;
 
 /// The most ids one HTTP request may ask for.

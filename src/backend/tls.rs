@@ -78,22 +78,13 @@ impl BackendStream {
 
 crate::protocol::delegate_stream_io!(BackendStream { Plain, Tls });
 
-/// The process's rustls crypto provider: *ring*. Installed as the process default too, so
-/// mysql_async (which asks rustls for the default) agrees with the data path even when
-/// another crate enables a second provider.
-pub fn crypto_provider() -> Arc<CryptoProvider> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let _ = CryptoProvider::install_default(rustls::crypto::ring::default_provider());
-    provider
-}
-
 /// The TLS client for a datasource, or `None` for `tls = "off"`. Errors (a CA the rustls
 /// store refuses) are messages for the datasource's connect error.
 pub fn connector(ds: &Datasource) -> Result<Option<TlsConnector>, String> {
     if ds.tls == BackendTls::Off {
         return Ok(None);
     }
-    let provider = crypto_provider();
+    let provider = crate::crypto::provider();
     let verifier = BackendVerifier::new(ds, &provider)?;
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::conn::BackendConn;
 use crate::error::ProxyError;
-use crate::rewrite::quote_ident;
+use crate::sql::quote_ident;
 
 /// Identities below this are the handshake defaults of [`SessionVars::handshake_default`]
 /// (their keys); fresh identities count up from it.

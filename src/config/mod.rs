@@ -16,11 +16,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::id::IdLayout;
-
-/// A channel, by its position in [`Config::channels`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ChannelId(pub u8);
+pub use crate::id::ChannelId;
+use crate::id::{IdLayout, RouteKeyDecoder};
 
 /// A datasource, by its position in [`Config::datasources`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -477,7 +474,7 @@ pub struct Shard {
     pub tables: Vec<String>,
     /// How its result column definitions are renamed to logical names: built once with the
     /// configuration, shared by every statement that reaches the shard.
-    pub names: std::sync::Arc<crate::rewrite::ResultNames>,
+    pub names: std::sync::Arc<ResultNames>,
 }
 
 /// The index table: `order_id -> channel name`, on the meta datasource.
@@ -585,6 +582,19 @@ impl Config {
         validate::validate(text, origin)
     }
 
+    /// The route-key decoder for this configuration's layout, channels and clock skew
+    /// (built once per configuration).
+    pub fn route_key_decoder(&self) -> RouteKeyDecoder {
+        RouteKeyDecoder::new(
+            self.layout,
+            self.channels
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (ChannelId(i as u8), c.code, c.route_key_since_ms)),
+            self.clock_skew,
+        )
+    }
+
     /// The channel with this name, compared as MySQL's `_ci` collations do.
     pub fn channel_by_name(&self, name: &str) -> Option<ChannelId> {
         self.channels
@@ -640,6 +650,46 @@ impl Config {
     /// The user with this name.
     pub fn user(&self, name: &str) -> Option<&User> {
         self.users.iter().find(|u| u.name == name)
+    }
+}
+
+/// How result column definitions name tables: physical names of one shard back to
+/// logical ones.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResultNames {
+    /// The shard's physical database.
+    pub physical_database: String,
+    /// The logical database.
+    pub logical_database: String,
+    /// (physical, logical) table names.
+    pub tables: Vec<(String, String)>,
+}
+
+impl ResultNames {
+    /// The logical name of a physical table of this shard.
+    pub fn logical_table(&self, physical: &[u8]) -> Option<&str> {
+        self.tables
+            .iter()
+            .find(|(p, _)| p.as_bytes() == physical)
+            .map(|(_, l)| l.as_str())
+    }
+}
+
+#[cfg(test)]
+mod id_tests {
+    use super::*;
+    use crate::id::generator::{Generator, LegacyLayout, Step};
+
+    #[test]
+    fn the_demo_configuration_does_not_decode_a_legacy_id() {
+        const T0: u64 = 1_790_000_000_000;
+        let g = Generator::legacy(LegacyLayout::default(), 513, 5);
+        let Ok(Step::Id(id)) = g.next(0, T0) else {
+            panic!("no id issued")
+        };
+        let config =
+            Config::from_toml(include_str!("../../config/demo.toml"), "demo.toml").unwrap();
+        assert!(config.route_key_decoder().decode(id, T0).is_err());
     }
 }
 

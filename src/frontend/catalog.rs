@@ -15,12 +15,13 @@
 
 use super::client::Client;
 use super::session::Session;
+use crate::config::ResultNames;
 use crate::config::{Config, DatasourceId};
 use crate::error::ProxyError;
 use crate::execute::results::Extras;
 use crate::plan::Plan;
 use crate::protocol::packets::{parse_text_row, read_lenenc_bytes};
-use crate::rewrite::{ResultNames, quote_ident, quote_string};
+use crate::rewrite::{quote_ident, quote_string};
 use crate::sql::lexer::{Lexed, TokenKind};
 
 /// A catalog view the proxy answers with the logical tables.

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use mysql_common::constants::CapabilityFlags;
 
 use super::stream::ClientStream;
+use crate::config::ResultNames;
 use crate::error::ProxyError;
 use crate::protocol::PacketStream;
 use crate::protocol::packets::{
     ColumnSpec, OkInfo, column_definition, eof_packet, err_packet, ok_packet, put_lenenc_bytes,
     put_lenenc_int, rewrite_column_definition_into,
 };
-use crate::rewrite::ResultNames;
 
 /// The client connection and what it negotiated.
 pub struct Client {

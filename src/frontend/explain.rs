@@ -9,8 +9,8 @@ use super::client::Client;
 use super::session::Session;
 use crate::error::{ER_PARSE_ERROR, ProxyError};
 use crate::plan::explain::{COLUMNS, ExplainRow, rows};
+use crate::protocol::binary::ParamValue;
 use crate::protocol::packets::ColumnSpec;
-use crate::route::value::ParamValue;
 use crate::sql::command::{Command, classify};
 use crate::sql::lexer::{Lexed, lex};
 

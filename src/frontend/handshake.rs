@@ -7,7 +7,7 @@
 //! [`accept`] reads the client's handshake response; [`authenticate_client`] checks its
 //! proof and reads the rest of the exchange, but leaves the final answer (OK or ERR) to its
 //! caller. Between the two the caller waits when failed logins of the (address, user) ask
-//! for it ([`super::auth::Logins`]): nothing that tells a right proof from a wrong one (the
+//! for it ([`crate::access::Logins`]): nothing that tells a right proof from a wrong one (the
 //! caching_sha2_password fast path's 0x03 or 0x04) is sent before that wait, and the wait
 //! does not count against the handshake timeout.
 
@@ -18,10 +18,10 @@ use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::MySerialize;
 
-use super::auth::{self, Logins};
 use super::client::Client;
 use super::stream::{ClientStream, TlsInfo, Transport};
-use super::tls::ClientSecurity;
+use crate::access::tls::ClientSecurity;
+use crate::access::{self, Logins};
 use crate::config::{AuthPlugin as Plugin, Config, User};
 use crate::error::{ER_ACCESS_DENIED_ERROR, ER_UNKNOWN_CHARACTER_SET, ProxyError};
 use crate::protocol::PacketStream;
@@ -169,7 +169,7 @@ pub async fn accept(
     let max_packet = cx.config.server.max_packet_size.min(MAX_HANDSHAKE_PACKET);
     let tcp = matches!(transport.transport(), Transport::Tcp(_));
     let mut stream = PacketStream::new(transport, max_packet);
-    let nonce = auth::scramble();
+    let nonce = access::scramble();
     let mut offered = server_capabilities();
     if tcp && cx.security.tls.is_some() {
         offered |= CapabilityFlags::CLIENT_SSL;
@@ -371,7 +371,7 @@ async fn authenticate(
         return Ok(Err("unknown user"));
     };
     let accepted = match plugin {
-        Plugin::MysqlNativePassword => auth::native_ok(nonce, &token, &user.credential),
+        Plugin::MysqlNativePassword => access::native_ok(nonce, &token, &user.credential),
         Plugin::CachingSha2Password => {
             return sha2(client, cx, nonce, user, &token).await;
         }
@@ -402,11 +402,11 @@ async fn sha2(
     token: &[u8],
 ) -> Result<Result<(), &'static str>, ProxyError> {
     if token.is_empty() || token == [0] {
-        let empty = auth::is_empty_password(&user.credential);
+        let empty = access::is_empty_password(&user.credential);
         return Ok(if empty { Ok(()) } else { Err("wrong password") });
     }
     let cached = cx.logins.sha2_cached(&user.name, &user.credential);
-    if cached.is_some_and(|stage2| auth::sha2_fast_ok(nonce, token, &stage2)) {
+    if cached.is_some_and(|stage2| access::sha2_fast_ok(nonce, token, &stage2)) {
         client.packet(&[0x01, FAST_AUTH_SUCCESS])?;
         return Ok(Ok(()));
     }
@@ -416,7 +416,7 @@ async fn sha2(
     };
     // A `$A$005$` hash costs 5,000 SHA-256 rounds: on a blocking thread, as the RSA step.
     let credential = user.credential.clone();
-    let checked = tokio::task::spawn_blocking(move || auth::full_ok(&password, &credential))
+    let checked = tokio::task::spawn_blocking(move || access::full_ok(&password, &credential))
         .await
         .map_err(|e| ProxyError::Io(format!("password check: {e}")))?;
     match checked {
@@ -460,7 +460,7 @@ async fn sha2_full(
     // them does not stall the sessions that share this worker.
     let nonce = *nonce;
     let password =
-        tokio::task::spawn_blocking(move || auth::rsa_password(&key.private, &nonce, &packet))
+        tokio::task::spawn_blocking(move || access::rsa_password(&key.private, &nonce, &packet))
             .await
             .map_err(|e| ProxyError::Io(format!("RSA decryption: {e}")))?;
     Ok(password.ok_or("password not RSA-encrypted with the proxy's key"))

@@ -7,7 +7,7 @@ use super::client::Client;
 use super::session::Session;
 use crate::config::ChannelId;
 use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
-use crate::id::issuer::{Caller, IssueFailure};
+use crate::issuance::{Caller, IssueFailure};
 use crate::protocol::packets::{ColumnSpec, column_definition};
 use crate::route::value::StatementValues;
 use crate::sql::hints::RouteHints;

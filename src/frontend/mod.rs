@@ -2,7 +2,6 @@
 //! loop here reads one command at a time (so pipelined commands are answered in order) and
 //! hands it to the session; `query` is the table of contents of statement handling.
 
-pub mod auth;
 mod catalog;
 mod characteristics;
 pub mod client;
@@ -20,7 +19,6 @@ mod respond;
 mod statement;
 mod statement_log;
 pub mod stream;
-pub mod tls;
 pub use query::kill_running_statement;
 pub mod session;
 mod set;

@@ -14,13 +14,14 @@ use mysql_common::constants::Command as ProtocolCommand;
 
 use super::client::Client;
 use super::session::Session;
+use crate::config::ResultNames;
 use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
 use crate::execute::Binding;
 use crate::protocol::binary::{self, LongData, param_value};
 use crate::protocol::packets::{
     ColumnSpec, column_definition, eof_packet, rewrite_column_definition,
 };
-use crate::rewrite::{KeyEdits, ResultNames, Statement as Rewrite};
+use crate::rewrite::{KeyEdits, Statement as Rewrite};
 use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::hints::{RouteHints, route_hints};
 use crate::sql::lexer::{Lexed, TokenKind, lex};
@@ -243,7 +244,7 @@ impl Session {
                     shard.datasource,
                     st.for_shard(&analysis, plan, shard, &[], &keys, &values)
                         .sql,
-                    Some(ResultNames::for_shard(&config, shard)),
+                    Some(shard.names.clone()),
                 )
             }
             _ => (
@@ -482,7 +483,7 @@ impl Session {
                     RegionArg::Literal(r) => Some(r.clone()),
                     RegionArg::Param => {
                         match execute.params.first().map(|p| param_value(payload, p)) {
-                            Some(crate::route::value::ParamValue::Bytes(b)) => {
+                            Some(crate::protocol::binary::ParamValue::Bytes(b)) => {
                                 Some(String::from_utf8_lossy(&b).into_owned())
                             }
                             _ => None,

@@ -6,12 +6,12 @@
 
 use super::client::Client;
 use crate::backend::Reply;
+use crate::config::ResultNames;
 use crate::error::ProxyError;
 use crate::execute::Results;
 use crate::plan::Plan;
 use crate::protocol::packets::OkInfo;
 use crate::protocol::status;
-use crate::rewrite::ResultNames;
 
 /// The flags of a backend's final packet a statement's final packet keeps: the
 /// statement's index use ([`status::relayed`]).

@@ -6,11 +6,12 @@ use mysql_common::constants::{ColumnFlags, ColumnType, Command};
 
 use super::client::Client;
 use super::session::Session;
+use crate::config::ResultNames;
 use crate::error::ProxyError;
 use crate::protocol::packets::{
     ColumnSpec, parse_text_row, put_lenenc_int, rewrite_column_definition, text_row,
 };
-use crate::rewrite::{ResultNames, quote_ident};
+use crate::rewrite::quote_ident;
 use crate::sql::TokSpan;
 use crate::sql::command::ident_text;
 use crate::sql::lexer::Lexed;
@@ -480,7 +481,7 @@ impl Session {
             at = r.end;
         }
         rewritten.extend_from_slice(&sql[at..]);
-        let names = ResultNames::for_shard(&config, shard);
+        let names = shard.names.clone();
         if !names_in_rows {
             return self
                 .run_one(client, shard.datasource, rewritten, Some(names), more)
@@ -577,10 +578,7 @@ impl Session {
                 (
                     shard.datasource,
                     request,
-                    Some((
-                        shard.database.clone(),
-                        ResultNames::for_shard(&config, shard),
-                    )),
+                    Some((shard.database.clone(), shard.names.clone())),
                 )
             }
             None => (config.sharding.default_datasource, body.to_vec(), None),

@@ -12,8 +12,9 @@ use crate::error::{ER_STATEMENT_TIMEOUT, ProxyError};
 use crate::execute::results::Extras;
 use crate::execute::{Binding, Results};
 use crate::plan::{Inputs, Plan, PlanKind, ScatterPolicy, Text};
+use crate::protocol::binary::ParamValue;
 use crate::protocol::packets::OkInfo;
-use crate::route::value::{ParamValue, StatementValues};
+use crate::route::value::StatementValues;
 use crate::sql::analyze::{AnalyzeContext, analyze, token_mentions_sharded_table};
 use crate::sql::hints::{RouteHints, route_hints};
 use crate::sql::lexer::{Lexed, TokenKind};
@@ -545,7 +546,7 @@ impl Session {
         client: &mut Client,
         datasource: crate::config::DatasourceId,
         sql: Vec<u8>,
-        names: Option<std::sync::Arc<crate::rewrite::ResultNames>>,
+        names: Option<std::sync::Arc<crate::config::ResultNames>>,
         more: bool,
     ) -> Result<(), ProxyError> {
         let plan = Plan::single(datasource, sql, names);

@@ -9,7 +9,11 @@
 use std::time::Duration;
 
 use super::layout::IdLayout;
-use crate::config::{ChannelId, Config};
+
+/// A channel, by its position in the configuration's channel list
+/// (`crate::config::Config::channels`); the route key decodes to one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChannelId(pub u8);
 
 /// Why an id does not decode to a channel. Each reason is counted separately (SPEC §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,19 +79,6 @@ impl RouteKeyDecoder {
             by_code,
             skew_ms: u64::try_from(clock_skew.as_millis()).unwrap_or(u64::MAX),
         }
-    }
-
-    /// The decoder for a configuration's layout, channels and clock skew.
-    pub fn for_config(config: &Config) -> Self {
-        Self::new(
-            config.layout,
-            config
-                .channels
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (ChannelId(i as u8), c.code, c.route_key_since_ms)),
-            config.clock_skew,
-        )
     }
 
     /// The layout this decoder reads.

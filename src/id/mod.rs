@@ -2,9 +2,7 @@
 
 pub mod decode;
 pub mod generator;
-pub mod issuer;
 pub mod layout;
-pub mod lease;
 
-pub use decode::{DecodeFailure, RouteKeyDecoder};
+pub use decode::{ChannelId, DecodeFailure, RouteKeyDecoder};
 pub use layout::{IdFields, IdLayout, LayoutError, SNOWFLAKE_EPOCH_MS};

@@ -135,7 +135,7 @@ impl<'a> Checker<'a> {
     pub fn new(config: &'a Config, now_unix_ms: u64) -> Self {
         Self {
             config,
-            decoder: RouteKeyDecoder::for_config(config),
+            decoder: config.route_key_decoder(),
             now_unix_ms: Some(now_unix_ms),
         }
     }
@@ -145,7 +145,7 @@ impl<'a> Checker<'a> {
     pub fn live(config: &'a Config) -> Self {
         Self {
             config,
-            decoder: RouteKeyDecoder::for_config(config),
+            decoder: config.route_key_decoder(),
             now_unix_ms: None,
         }
     }

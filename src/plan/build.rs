@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::{IdRoute, Inputs, Plan, PlanKind, RouteLayer, Step, scatter};
 use crate::config::{ChannelId, Config};
 use crate::error::{ER_TRUNCATED_WRONG_VALUE, ProxyError};
-use crate::rewrite::{KeyEdits, ResultNames, Segment, Statement, unsharded_edits};
+use crate::rewrite::{KeyEdits, Segment, Statement, unsharded_edits};
 use crate::route::index::IndexTable;
 use crate::route::value::{KeyValue, StatementValues};
 use crate::route::{Effects, Layer, Resolved, RouteContext, Router};
@@ -307,7 +307,7 @@ impl<I: IndexTable> Planner<'_, '_, I> {
             datasource: s.datasource,
             shards: vec![shard],
             statement: st.render_segments(&segments, edits),
-            names: Some(ResultNames::for_shard(config, s)),
+            names: Some(s.names.clone()),
         }
     }
 

@@ -16,10 +16,11 @@ pub mod scope;
 #[cfg(test)]
 mod tests;
 
+use crate::config::ResultNames;
 use crate::config::{ChannelId, DatasourceId, TableId};
 use crate::id::DecodeFailure;
 use crate::merge::MergeSpec;
-use crate::rewrite::{Rendered, ResultNames, SessionValues};
+use crate::rewrite::{Rendered, SessionValues};
 use crate::route::Effects;
 use crate::route::value::StatementValues;
 use crate::sql::Analysis;

@@ -338,6 +338,6 @@ fn multi_step<I: IndexTable>(
         datasource: s.datasource,
         shards: vec![shard],
         statement: st.render_segments(&segments, edits),
-        names: Some(crate::rewrite::ResultNames::for_shard(config, s)),
+        names: Some(s.names.clone()),
     }
 }

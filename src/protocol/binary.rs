@@ -5,7 +5,22 @@
 
 use std::ops::Range;
 
-use crate::route::value::ParamValue;
+/// A parameter of a prepared statement, as bound by the client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamValue {
+    /// NULL.
+    Null,
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A floating-point number.
+    Float(f64),
+    /// A string or DECIMAL, as its bytes.
+    Bytes(Vec<u8>),
+    /// A date, time, or a value sent as long data: not an order id the proxy reads.
+    Other,
+}
 
 /// The unsigned flag of a parameter type (second byte of its type).
 pub const UNSIGNED: u8 = 0x80;

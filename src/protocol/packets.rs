@@ -6,7 +6,7 @@ use mysql_common::constants::{ColumnFlags, ColumnType, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::HandshakePacket;
 
-use crate::rewrite::ResultNames;
+use crate::config::ResultNames;
 
 /// Appends a length-encoded integer.
 pub fn put_lenenc_int(buf: &mut Vec<u8>, v: u64) {

@@ -13,7 +13,6 @@ mod shard;
 
 use std::ops::Range;
 
-use crate::config::{Config, Shard};
 use crate::sql::TokSpan;
 use crate::sql::lexer::{Token, TokenKind};
 
@@ -196,36 +195,8 @@ impl Renderer<'_, '_> {
     }
 }
 
-/// How result column definitions name tables: physical names of one shard back to
-/// logical ones.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ResultNames {
-    /// The shard's physical database.
-    pub physical_database: String,
-    /// The logical database.
-    pub logical_database: String,
-    /// (physical, logical) table names.
-    pub tables: Vec<(String, String)>,
-}
-
-impl ResultNames {
-    /// Names for one shard of `config` (built with the configuration: a clone of an `Arc`).
-    pub fn for_shard(config: &Config, shard: &Shard) -> std::sync::Arc<Self> {
-        debug_assert_eq!(
-            shard.names.logical_database,
-            config.sharding.logical_database
-        );
-        shard.names.clone()
-    }
-
-    /// The logical name of a physical table of this shard.
-    pub fn logical_table(&self, physical: &[u8]) -> Option<&str> {
-        self.tables
-            .iter()
-            .find(|(p, _)| p.as_bytes() == physical)
-            .map(|(_, l)| l.as_str())
-    }
-}
+#[cfg(test)]
+mod analysis_tests;
 
 #[cfg(test)]
 mod tests {

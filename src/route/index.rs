@@ -130,7 +130,7 @@ pub fn control_conn_opts(ds: &Datasource) -> mysql_async::OptsBuilder {
 /// also checks the name (it fails closed: never weaker than asked).
 pub fn control_ssl_opts(ds: &Datasource) -> Option<mysql_async::SslOpts> {
     // mysql_async builds its rustls client from the process default provider.
-    crate::backend::tls::crypto_provider();
+    crate::crypto::provider();
     let roots: Vec<_> = ds
         .tls_ca_certs
         .iter()

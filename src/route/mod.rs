@@ -70,7 +70,7 @@ pub struct Router<I> {
 impl<I: IndexTable> Router<I> {
     /// A router for `config`, reading the index through `index`.
     pub fn new(config: Arc<Config>, index: I) -> Self {
-        let decoder = RouteKeyDecoder::for_config(&config);
+        let decoder = config.route_key_decoder();
         Self {
             cache: RouteCache::new(&config),
             shared: SharedCache::new(config.clone()),
@@ -95,7 +95,7 @@ impl<I: IndexTable> Router<I> {
     /// cache of index answers, whose keys carry the shard map version, so a changed shard
     /// map starts from an empty cache.
     pub fn succeed(&self, config: Arc<Config>, index: I) -> Self {
-        let decoder = RouteKeyDecoder::for_config(&config);
+        let decoder = config.route_key_decoder();
         Self {
             cache: self.cache.for_config(&config),
             shared: match &self.shared {

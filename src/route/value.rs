@@ -1,25 +1,9 @@
 //! Values of a statement as the router reads them: order ids compared as MySQL compares an
 //! unsigned BIGINT column with a literal, and context values as text.
 
+use crate::protocol::binary::ParamValue;
 use crate::sql::ValueSlot;
 use crate::sql::lexer::{LexMode, Token, TokenKind, unescape_string};
-
-/// A parameter of a prepared statement, as bound by the client.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ParamValue {
-    /// NULL.
-    Null,
-    /// A signed integer.
-    Int(i64),
-    /// An unsigned integer.
-    UInt(u64),
-    /// A floating-point number.
-    Float(f64),
-    /// A string or DECIMAL, as its bytes.
-    Bytes(Vec<u8>),
-    /// A date, time, or a value sent as long data: not an order id the proxy reads.
-    Other,
-}
 
 /// The statement's literals and the session values its slots may refer to.
 #[derive(Debug, Clone, Copy)]

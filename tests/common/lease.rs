@@ -42,8 +42,8 @@ pub async fn lease_rows(c: &routekey_proxy::config::Config) -> Vec<(u64, String,
     .unwrap()
 }
 
-pub fn caller() -> routekey_proxy::id::issuer::Caller<'static> {
-    routekey_proxy::id::issuer::Caller {
+pub fn caller() -> routekey_proxy::issuance::Caller<'static> {
+    routekey_proxy::issuance::Caller {
         user: "test",
         program: Some("ids.rs"),
     }
@@ -54,7 +54,5 @@ pub fn decoded(
     c: &routekey_proxy::config::Config,
     id: u64,
 ) -> Option<routekey_proxy::config::ChannelId> {
-    routekey_proxy::id::RouteKeyDecoder::for_config(c)
-        .decode(id, now_ms())
-        .ok()
+    c.route_key_decoder().decode(id, now_ms()).ok()
 }

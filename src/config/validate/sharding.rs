@@ -185,7 +185,7 @@ fn shard_list(
             .iter()
             .map(|t| expand(raw.physical_table.get_ref(), t, shard))
             .collect();
-        let names = crate::rewrite::ResultNames {
+        let names = crate::config::ResultNames {
             physical_database: database.clone(),
             logical_database: raw.logical_database.clone(),
             tables: physical

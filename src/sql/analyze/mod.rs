@@ -371,6 +371,3 @@ pub fn sharded_table_tokens(
     }
     out
 }
-
-#[cfg(test)]
-mod tests;

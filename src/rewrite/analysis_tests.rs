@@ -1,13 +1,15 @@
 //! Analysis and rewrite of the statement shapes the proxy routes, from text to the bytes
 //! each shard receives.
 
-use super::*;
 use crate::config::Config;
 use crate::rewrite::{SessionValues, Statement as Rewrite};
+use crate::sql::analyze::*;
+use crate::sql::charset::Decoding;
 use crate::sql::lexer::{LexMode, lex};
+use crate::sql::*;
 
 fn config() -> Config {
-    Config::from_toml(include_str!("../../../config/demo.toml"), "demo.toml").unwrap()
+    Config::from_toml(include_str!("../../config/demo.toml"), "demo.toml").unwrap()
 }
 
 fn analysis(sql: &str) -> Analysis {

@@ -4,6 +4,8 @@
 //! to wait for, and counts what it issued (per channel, and per caller for ids issued
 //! without a region).
 
+pub mod lease;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,9 +14,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwapOption;
 use thiserror::Error;
 
-use super::generator::{Generator, IssueError, Step};
-use super::lease::{Lease, LeaseError, LeaseStore};
 use crate::config::{ChannelId, Config};
+use crate::id::generator::{Generator, IssueError, Step};
+use lease::{Lease, LeaseError, LeaseStore};
 
 /// Time for the service (a trait so tests can drive it).
 pub trait Clock: Send + Sync + 'static {

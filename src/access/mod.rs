@@ -1,4 +1,7 @@
-//! Checking what a client proves about its password, for the two plugins the proxy speaks.
+//! What a client must show to connect, kept apart from the wire so the shared state
+//! ([`crate::proxy`]) can hold it: the listener's TLS and RSA material ([`tls`]), the
+//! logins learned so far ([`Logins`]), and checking what a client proves about its password,
+//! for the two plugins the proxy speaks.
 //!
 //! - `mysql_native_password`: the client sends `SHA1(pw) XOR SHA1(nonce + SHA1(SHA1(pw)))`;
 //!   knowing `SHA1(SHA1(pw))` (the password, or the `*HEX40` hash) is enough to check it:
@@ -10,6 +13,7 @@
 //!   proxy's RSA key) and is checked against the password or the `$A$005$` hash.
 
 mod logins;
+pub mod tls;
 
 pub use logins::{Logins, failure_delay};
 
