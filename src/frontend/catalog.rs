@@ -687,7 +687,7 @@ impl Session {
             let text = lexed
                 .tokens
                 .first()
-                .map(|t| crate::sql::command::ident_text(pattern, t, self.lex_mode))
+                .map(|t| crate::sql::lexer::ident_text(pattern, t, self.lex_mode))
                 .unwrap_or_default();
             let label = format!("Database ({text})");
             let condition = format!(

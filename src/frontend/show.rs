@@ -13,8 +13,8 @@ use crate::protocol::packets::{
 };
 use crate::rewrite::quote_ident;
 use crate::sql::TokSpan;
-use crate::sql::command::ident_text;
 use crate::sql::lexer::Lexed;
+use crate::sql::lexer::ident_text;
 
 /// A VARCHAR column of `chars` characters in the client's result character set.
 pub(super) fn varchar(name: &str, chars: u32, charset: (u16, u32)) -> ColumnSpec<'_> {

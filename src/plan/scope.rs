@@ -24,7 +24,7 @@
 
 use crate::config::Config;
 use crate::error::ProxyError;
-use crate::sql::command::ident_text;
+use crate::sql::lexer::ident_text;
 use crate::sql::lexer::{LexMode, Token, TokenKind};
 
 /// ER_TABLEACCESS_DENIED_ERROR: a table in a database outside the user's scope.

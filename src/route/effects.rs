@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::index::CachedRoute;
 use super::shared_cache::SharedOutcome;
-use super::{Layer, LookupResult};
+use super::stats::{Layer, LookupResult};
 use crate::config::ChannelId;
 use crate::id::DecodeFailure;
 

@@ -655,6 +655,32 @@ pub fn unescape_string(raw: &[u8], mode: LexMode) -> Vec<u8> {
     out
 }
 
+/// An identifier's text: backquotes and quotes removed.
+pub fn ident_text(sql: &[u8], token: &Token, mode: LexMode) -> String {
+    let raw = token.bytes(sql);
+    match token.kind {
+        TokenKind::QuotedIdent => {
+            let q = raw[0];
+            let inner = &raw[1..raw.len().saturating_sub(1).max(1)];
+            let doubled = [q, q];
+            let mut out = Vec::with_capacity(inner.len());
+            let mut i = 0;
+            while i < inner.len() {
+                if inner[i..].starts_with(&doubled) {
+                    out.push(q);
+                    i += 2;
+                } else {
+                    out.push(inner[i]);
+                    i += 1;
+                }
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        }
+        TokenKind::String => String::from_utf8_lossy(&unescape_string(raw, mode)).into_owned(),
+        _ => String::from_utf8_lossy(raw).into_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::BackfillOptions;
+use super::options::BackfillOptions;
 
 /// What a run did (this run's counts; the checkpoint holds the totals over resumes).
 #[derive(Debug, Default)]

@@ -338,7 +338,7 @@ pub fn sharded_table_tokens(
     cx: AnalyzeContext<'_>,
 ) -> Vec<(TokSpan, TableId)> {
     let mode = super::lexer::LexMode::default();
-    let name = |t: &super::lexer::Token| super::command::ident_text(sql, t, mode);
+    let name = |t: &super::lexer::Token| super::lexer::ident_text(sql, t, mode);
     let mut out = Vec::new();
     for (i, t) in tokens.iter().enumerate() {
         if !matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent) {

@@ -1,9 +1,7 @@
 //! `LOCK TABLES` and `UNLOCK TABLES`, read from tokens: a lock names tables the proxy maps
 //! to every shard's physical table, so it cannot pass through as written.
 
-use super::Command;
-use super::ident_text;
-use crate::sql::lexer::{LexMode, Token, TokenKind};
+use crate::sql::lexer::{LexMode, Token, TokenKind, ident_text};
 
 /// One table of `LOCK TABLES`: `[db.]table [[AS] alias] lock_type`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,22 +26,32 @@ pub struct Lock {
     pub wait: Option<String>,
 }
 
-/// `LOCK TABLE[S] ...` (`Command::LockTables`), `UNLOCK TABLE[S]` (`Command::UnlockTables`),
-/// or `None` for anything else. `tokens` are the statement's without executable-comment
+/// A table-lock statement, as [`classify`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockStatement {
+    /// `LOCK TABLE[S] ...` in a form MySQL accepts.
+    Lock(Lock),
+    /// `UNLOCK TABLE[S]`.
+    Unlock,
+    /// `LOCK TABLE[S]` in a form MySQL does not accept either: the server gives its own
+    /// syntax error.
+    Malformed,
+}
+
+/// `LOCK TABLE[S] ...` or `UNLOCK TABLE[S]`, or `None` for anything else. `tokens` are the statement's without executable-comment
 /// delimiters (`READ /*!32311 LOCAL */` reads as `READ LOCAL`).
-pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Option<Command> {
+pub fn classify(sql: &[u8], tokens: &[Token], mode: LexMode) -> Option<LockStatement> {
     let word = |i: usize, w: &str| tokens.get(i).is_some_and(|t| t.is_word(sql, w));
     let tables = word(1, "tables") || word(1, "table");
     if word(0, "unlock") && tables && tokens.len() == 2 {
-        return Some(Command::UnlockTables);
+        return Some(LockStatement::Unlock);
     }
     if !word(0, "lock") || !tables {
         return None;
     }
     Some(match lock(sql, &tokens[2..], mode) {
-        Some(lock) => Command::LockTables(lock),
-        // Not a form MySQL accepts either: the server gives its own syntax error.
-        None => Command::Statement,
+        Some(lock) => LockStatement::Lock(lock),
+        None => LockStatement::Malformed,
     })
 }
 
@@ -123,7 +131,7 @@ mod tests {
     use super::*;
     use crate::sql::lexer::lex;
 
-    fn parse(sql: &str) -> Option<Command> {
+    fn parse(sql: &str) -> Option<LockStatement> {
         let lexed = lex(sql.as_bytes(), LexMode::default());
         let tokens: Vec<Token> = lexed
             .tokens
@@ -135,7 +143,7 @@ mod tests {
 
     fn items(sql: &str) -> Vec<(Option<String>, String, Option<String>, String)> {
         match parse(sql) {
-            Some(Command::LockTables(lock)) => lock
+            Some(LockStatement::Lock(lock)) => lock
                 .items
                 .into_iter()
                 .map(|i| (i.database, i.table, i.alias, i.lock_type))
@@ -180,17 +188,20 @@ mod tests {
             )
         );
         match parse("LOCK TABLES t READ, u WRITE WAIT 5") {
-            Some(Command::LockTables(l)) => assert_eq!(l.wait.as_deref(), Some("WAIT 5")),
+            Some(LockStatement::Lock(l)) => assert_eq!(l.wait.as_deref(), Some("WAIT 5")),
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
     fn unlock_and_malformed_locks() {
-        assert_eq!(parse("UNLOCK TABLES"), Some(Command::UnlockTables));
-        assert_eq!(parse("unlock table"), Some(Command::UnlockTables));
-        assert_eq!(parse("LOCK TABLES t"), Some(Command::Statement));
-        assert_eq!(parse("LOCK TABLES t READ LOUDLY"), Some(Command::Statement));
+        assert_eq!(parse("UNLOCK TABLES"), Some(LockStatement::Unlock));
+        assert_eq!(parse("unlock table"), Some(LockStatement::Unlock));
+        assert_eq!(parse("LOCK TABLES t"), Some(LockStatement::Malformed));
+        assert_eq!(
+            parse("LOCK TABLES t READ LOUDLY"),
+            Some(LockStatement::Malformed)
+        );
         assert_eq!(parse("SELECT 1"), None);
     }
 }

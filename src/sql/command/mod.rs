@@ -4,10 +4,11 @@
 
 mod lock;
 
+use lock::LockStatement;
 pub use lock::{Lock, LockItem};
 
 use super::TokSpan;
-use super::lexer::{Token, TokenKind, unescape_string};
+use super::lexer::{Token, TokenKind, ident_text, unescape_string};
 use crate::sql::lexer::LexMode;
 
 /// One of a statement's first words as the classifier compares it: lowercased when it is a
@@ -229,8 +230,12 @@ fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
     if let Some(what) = administrative(sql, tokens, &words) {
         return Command::Administrative(what);
     }
-    if let Some(command) = lock::classify(sql, tokens, mode) {
-        return command;
+    if let Some(statement) = lock::classify(sql, tokens, mode) {
+        return match statement {
+            LockStatement::Lock(lock) => Command::LockTables(lock),
+            LockStatement::Unlock => Command::UnlockTables,
+            LockStatement::Malformed => Command::Statement,
+        };
     }
     if let Some(refused) = backend_diagnostics(sql, tokens) {
         return refused;
@@ -990,32 +995,6 @@ pub fn ident_ref<'a>(sql: &'a [u8], token: &Token, mode: LexMode) -> std::borrow
             String::from_utf8_lossy(&raw[1..raw.len() - 1])
         }
         _ => std::borrow::Cow::Owned(ident_text(sql, token, mode)),
-    }
-}
-
-/// An identifier's text: backquotes and quotes removed.
-pub fn ident_text(sql: &[u8], token: &Token, mode: LexMode) -> String {
-    let raw = token.bytes(sql);
-    match token.kind {
-        TokenKind::QuotedIdent => {
-            let q = raw[0];
-            let inner = &raw[1..raw.len().saturating_sub(1).max(1)];
-            let doubled = [q, q];
-            let mut out = Vec::with_capacity(inner.len());
-            let mut i = 0;
-            while i < inner.len() {
-                if inner[i..].starts_with(&doubled) {
-                    out.push(q);
-                    i += 2;
-                } else {
-                    out.push(inner[i]);
-                    i += 1;
-                }
-            }
-            String::from_utf8_lossy(&out).into_owned()
-        }
-        TokenKind::String => String::from_utf8_lossy(&unescape_string(raw, mode)).into_owned(),
-        _ => String::from_utf8_lossy(raw).into_owned(),
     }
 }
 

@@ -345,7 +345,7 @@ impl Parser<'_> {
         };
         let name = match t.kind {
             TokenKind::Word | TokenKind::QuotedIdent => {
-                crate::sql::command::ident_text(self.sql, t, self.mode)
+                super::lexer::ident_text(self.sql, t, self.mode)
             }
             TokenKind::String => {
                 String::from_utf8_lossy(&unescape_string(t.bytes(self.sql), self.mode)).into_owned()
