@@ -2,7 +2,8 @@
 //! the session's values: a backend connection serves many sessions, so its own answers
 //! would be wrong.
 
-use super::{Edit, Frag, Statement, quote_ident, quote_string};
+use super::statement::{Edit, Frag, Statement, quote_string};
+use crate::sql::quote_ident;
 use crate::sql::{Analysis, SessionFn};
 
 /// The session values that session functions are replaced with.

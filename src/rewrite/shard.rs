@@ -1,9 +1,11 @@
 //! The edits that make a statement one shard's: physical table names, the ids the proxy
 //! issued for an INSERT, NULL for order ids nothing resolves, and an INSERT's own rows.
 
-use super::{Edit, Frag, Param, Segment, SessionValues, Statement, quote_ident};
+use super::session_fns::SessionValues;
+use super::statement::{Edit, Frag, Param, Rendered, Segment, Statement};
 use crate::config::Shard;
 use crate::sql::push_quoted_ident;
+use crate::sql::quote_ident;
 use crate::sql::{Analysis, EditForm, KeyInsert, ShardedPlan, ValueSlot};
 
 /// What becomes of the statement's order ids on a shard.
@@ -159,7 +161,7 @@ impl Statement<'_> {
         rows: &[usize],
         keys: &KeyEdits<'_>,
         values: &SessionValues,
-    ) -> super::Rendered {
+    ) -> Rendered {
         let edits = shard_edits(self, analysis, plan, shard, keys, values);
         self.render_segments(&row_segments(self, plan, rows), edits)
     }

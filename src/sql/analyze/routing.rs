@@ -6,8 +6,8 @@ use sqlparser::ast::{
     TableObject, TableWithJoins, Update,
 };
 
+use super::tables::{AnalyzeContext, mentions_sharded_table};
 use super::walk::Walk;
-use super::{AnalyzeContext, mentions_sharded_table};
 use crate::config::TableId;
 use crate::sql::predicates::{Positions, and_terms, column_ref};
 use crate::sql::*;
