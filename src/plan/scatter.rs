@@ -3,8 +3,8 @@
 //! with the columns and clauses its merge needs ([`crate::sql::MultiShard`]); a write
 //! without an order id runs on every shard it reaches, on one datasource, atomically.
 
-use super::build::{Planner, with_prefix};
-use super::{IdRoute, Plan, PlanKind, RouteLayer, Step, build::statement};
+use super::model::{IdRoute, Plan, PlanKind, RouteLayer, Step};
+use super::planner::{Planner, statement, with_prefix};
 use crate::config::{ChannelId, Config, DatasourceId};
 use crate::error::ProxyError;
 use crate::merge::MergeSpec;

@@ -1,0 +1,209 @@
+//! What a plan is: its kind, each order id's route, the statement each shard or datasource
+//! receives, and what planning needs as input.
+
+use crate::config::ResultNames;
+use crate::config::{ChannelId, DatasourceId, TableId};
+use crate::id::DecodeFailure;
+use crate::merge::MergeSpec;
+use crate::rewrite::{Rendered, SessionValues};
+use crate::route::Effects;
+use crate::route::value::StatementValues;
+use crate::sql::Analysis;
+use crate::sql::hints::RouteHints;
+use crate::sql::lexer::Token;
+
+/// What a plan does, as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanKind {
+    /// No sharded table: the default datasource, statement unchanged but for session
+    /// functions.
+    Unsharded,
+    /// The shards its order ids resolve to.
+    Routed,
+    /// A read whose order ids nothing resolves: it runs on the first shard with its ids
+    /// replaced by NULL, which gives exactly MySQL's answer for rows that do not exist
+    /// (one row of zeros and NULLs for an aggregate).
+    Empty,
+    /// A write whose order ids match no row (NULL, negative): nothing runs, 0 rows.
+    NoRows,
+    /// No usable order id: every shard of the table, or one channel's (SPEC §5).
+    Scatter,
+    /// Order ids no layer resolves, looked for on every shard of the table
+    /// (`sharding.unresolved_reads = "probe"`).
+    Probe,
+    /// An INSERT whose ids the proxy issues: shown by EXPLAIN ROUTE, never run (the ids
+    /// are issued and the statement planned again with them).
+    AwaitsIds,
+}
+
+/// The layer that placed one row of the plan (EXPLAIN ROUTE's `layer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteLayer {
+    /// The route key bits.
+    Decode,
+    /// The statement's predicates or hints.
+    Context,
+    /// A cache of index answers (in-process or the shared tier).
+    Cache,
+    /// The index table.
+    Index,
+    /// A read of every shard of the table for an id nothing else resolved.
+    Probe,
+    /// Nothing resolved it: a read answers "no such row".
+    Unresolved,
+    /// No order id: one of the shards a scatter reaches.
+    Scatter,
+    /// No sharded table.
+    Unsharded,
+    /// An INSERT row without an order id: the proxy issues one for its channel.
+    Issued,
+}
+
+impl RouteLayer {
+    /// The label EXPLAIN ROUTE shows.
+    pub fn label(self) -> &'static str {
+        match self {
+            RouteLayer::Decode => "decode",
+            RouteLayer::Context => "context",
+            RouteLayer::Cache => "cache",
+            RouteLayer::Index => "index",
+            RouteLayer::Probe => "probe",
+            RouteLayer::Unresolved => "unresolved",
+            RouteLayer::Scatter => "scatter",
+            RouteLayer::Unsharded => "unsharded",
+            RouteLayer::Issued => "issued",
+        }
+    }
+}
+
+/// How one order id (or one shard of a scatter) was placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdRoute {
+    /// The order id; `None` for a scatter's shards and unsharded statements.
+    pub order_id: Option<u64>,
+    /// The layer that placed it.
+    pub layer: RouteLayer,
+    /// Why its route key did not decode, when it did not.
+    pub decode_failure: Option<DecodeFailure>,
+    /// Its channel, when known.
+    pub channel: Option<ChannelId>,
+    /// The shard it goes to, when one.
+    pub shard: Option<u32>,
+}
+
+/// One backend statement of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Where it runs.
+    pub datasource: DatasourceId,
+    /// The shards it reaches (empty for the default datasource's statements).
+    pub shards: Vec<u32>,
+    /// The statement, and the parameters it binds when it runs as a prepared statement.
+    pub statement: Rendered,
+    /// How its result columns are renamed to logical names (sharded statements).
+    pub names: Option<std::sync::Arc<ResultNames>>,
+}
+
+/// The outcome of planning one statement.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// What it does.
+    pub kind: PlanKind,
+    /// How each order id (or each shard of a scatter) was placed, in statement order.
+    pub ids: Vec<IdRoute>,
+    /// The backend statements, in order.
+    pub steps: Vec<Step>,
+    /// Index rows written before the shard write: inserted orders whose id does not
+    /// decode (SPEC §5).
+    pub index_writes: Vec<(u64, ChannelId)>,
+    /// It may change data: the one-datasource write rule applies.
+    pub write: bool,
+    /// Several steps of a write run as one backend transaction (or under a savepoint in
+    /// the client's), so the statement is atomic.
+    pub atomic: bool,
+    /// How the steps' results merge; `None`: they are relayed one after another (boxed:
+    /// most plans have none, and a plan is moved several times on its way).
+    pub merge: Option<Box<MergeSpec>>,
+    /// Counters and cache fills to apply when it runs.
+    pub effects: Effects,
+    /// Order ids a probe looks for: what the shards hold is learnt when it runs.
+    pub probe: Vec<u64>,
+    /// The statement's first binding table (its physical names in EXPLAIN ROUTE; where a
+    /// probe looks).
+    pub table: Option<TableId>,
+}
+
+impl Plan {
+    /// A plan of one statement the proxy made itself (SHOW, DESCRIBE of logical tables,
+    /// pass-through administration), run on `datasource` as is.
+    pub fn single(
+        datasource: DatasourceId,
+        sql: Vec<u8>,
+        names: Option<std::sync::Arc<ResultNames>>,
+    ) -> Self {
+        Plan {
+            kind: PlanKind::Unsharded,
+            ids: Vec::new(),
+            steps: vec![Step {
+                datasource,
+                shards: Vec::new(),
+                statement: Rendered {
+                    sql,
+                    params: Vec::new(),
+                },
+                names,
+            }],
+            index_writes: Vec::new(),
+            write: false,
+            atomic: false,
+            merge: None,
+            effects: Effects::default(),
+            probe: Vec::new(),
+            table: None,
+        }
+    }
+}
+
+/// Who may scatter (per user, overridden per statement by a `/*scatter='...'*/` hint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScatterPolicy {
+    /// Reads without a usable order id run on every shard (default) or are refused.
+    pub reads: bool,
+    /// Writes without a usable order id run on every shard of one datasource, or are
+    /// refused (default).
+    pub writes: bool,
+}
+
+/// The text a plan is made from.
+#[derive(Clone, Copy)]
+pub struct Text<'a> {
+    /// The statement routed and rewritten.
+    pub sql: &'a [u8],
+    /// Its tokens.
+    pub tokens: &'a [Token],
+    /// Bytes sent before it to every backend, unchanged (`SET STATEMENT ... FOR `).
+    pub prefix: &'a [u8],
+}
+
+/// Everything a plan is made from.
+pub struct Inputs<'a> {
+    /// The statement.
+    pub text: Text<'a>,
+    /// Its analysis.
+    pub analysis: &'a Analysis,
+    /// Its literals, bound parameters and issued ids.
+    pub values: StatementValues<'a>,
+    /// Its route hints.
+    pub hints: &'a RouteHints,
+    /// The session's values for session functions.
+    pub session: &'a SessionValues,
+    /// It runs as a prepared statement's execution (binary protocol).
+    pub binary: bool,
+    /// Who may scatter.
+    pub scatter: ScatterPolicy,
+    /// The current Unix time in ms (decode window).
+    pub now_ms: u64,
+    /// The databases the user may reach: a table the parser found named with another is
+    /// refused (1142) before anything else is planned. `None`: no check (tools, benches).
+    pub scope: Option<&'a super::scope::Scope>,
+}
