@@ -35,7 +35,7 @@ pub struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub struct RawLog {
     #[serde(default)]
-    pub statements: super::StatementLog,
+    pub statements: super::model::StatementLog,
 }
 
 #[derive(Debug, Deserialize)]
@@ -182,13 +182,13 @@ pub struct RawUser {
     pub password_file: Option<String>,
     pub password_hash: Option<String>,
     #[serde(default)]
-    pub auth_plugin: super::AuthPlugin,
+    pub auth_plugin: super::model::AuthPlugin,
     #[serde(default)]
     pub require_tls: bool,
     #[serde(default = "allow")]
-    pub scatter: super::Scatter,
+    pub scatter: super::model::Scatter,
     #[serde(default = "refuse")]
-    pub scatter_writes: super::Scatter,
+    pub scatter_writes: super::model::Scatter,
     #[serde(default)]
     pub databases: Vec<String>,
     #[serde(default)]
@@ -197,12 +197,12 @@ pub struct RawUser {
     pub load_data_local: bool,
 }
 
-fn allow() -> super::Scatter {
-    super::Scatter::Allow
+fn allow() -> super::model::Scatter {
+    super::model::Scatter::Allow
 }
 
-fn refuse() -> super::Scatter {
-    super::Scatter::Refuse
+fn refuse() -> super::model::Scatter {
+    super::model::Scatter::Refuse
 }
 
 #[derive(Debug, Deserialize)]
@@ -225,7 +225,7 @@ pub struct RawDatasource {
     #[serde(default = "default_query_timeout", with = "humantime_serde")]
     pub query_timeout: Duration,
     #[serde(default)]
-    pub tls: super::BackendTls,
+    pub tls: super::model::BackendTls,
     pub tls_ca_file: Option<String>,
 }
 
@@ -330,7 +330,7 @@ pub struct RawSharding {
     pub physical_table: Spanned<String>,
     pub shards: Vec<RawShardRange>,
     #[serde(default)]
-    pub unresolved_reads: super::UnresolvedReads,
+    pub unresolved_reads: super::model::UnresolvedReads,
     #[serde(default = "default_merge_row_cap")]
     pub merge_row_cap: Spanned<u64>,
     pub max_fan_out: Option<Spanned<u32>>,

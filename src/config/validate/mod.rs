@@ -3,43 +3,22 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::ops::Range;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use toml::Spanned;
 
+use super::model::*;
 use super::raw::RawConfig;
-use super::*;
+use crate::id::IdLayout;
 use sources::{cache, secret};
 
+mod checker;
 mod sharding;
 mod sources;
+#[cfg(test)]
+mod sources_tests;
 
-/// Errors carry the file name and a line computed from a byte offset.
-struct Checker<'a> {
-    text: &'a str,
-    origin: &'a str,
-}
-
-impl Checker<'_> {
-    fn err(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ConfigError {
-        let line = span.filter(|s| s.end > 0).map(|s| {
-            self.text[..s.start.min(self.text.len())]
-                .matches('\n')
-                .count()
-                + 1
-        });
-        ConfigError {
-            origin: self.origin.to_owned(),
-            line,
-            message: message.into(),
-        }
-    }
-
-    fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> ConfigError {
-        self.err(Some(value.span()), message)
-    }
-}
+use checker::Checker;
 
 pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> {
     let c = Checker { text, origin };
@@ -101,7 +80,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         cache,
         issuance,
         admin,
-        log: crate::config::LogConfig {
+        log: crate::config::model::LogConfig {
             statements: raw.log.statements,
         },
         overrides: Vec::new(),
@@ -196,7 +175,8 @@ fn issuance(
 /// One `[[users]]` entry: exactly one of the password keys, a hash of the form its plugin
 /// reads.
 fn user(c: &Checker, i: usize, u: &super::raw::RawUser) -> Result<User, ConfigError> {
-    use crate::config::{AuthPlugin, Credential};
+    use crate::config::credential::Credential;
+    use crate::config::model::AuthPlugin;
     let what = format!("users[{i}] ({})", u.name);
     let from_outside = u.password.is_none();
     let password = secret(c, &what, &u.password, &u.password_env, &u.password_file)?;
@@ -307,7 +287,7 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
         drain_timeout: raw.server.drain_timeout,
         drain_delay: raw.server.drain_delay,
         tls: match (&raw.server.tls_cert_file, &raw.server.tls_key_file) {
-            (Some(cert), Some(key)) => Some(crate::config::TlsFiles {
+            (Some(cert), Some(key)) => Some(crate::config::model::TlsFiles {
                 cert_file: cert.into(),
                 key_file: key.into(),
             }),
@@ -330,7 +310,7 @@ fn server(c: &Checker, raw: &RawConfig) -> Result<ServerConfig, ConfigError> {
 fn user_databases(
     c: &Checker,
     users: &[User],
-    sharding: &crate::config::Sharding,
+    sharding: &crate::config::model::Sharding,
     index: &IndexTable,
 ) -> Result<(), ConfigError> {
     for (i, u) in users.iter().enumerate() {
@@ -368,7 +348,7 @@ fn user_databases(
 fn unix_socket(
     c: &Checker,
     raw: &super::raw::RawServer,
-) -> Result<Option<crate::config::UnixSocket>, ConfigError> {
+) -> Result<Option<crate::config::model::UnixSocket>, ConfigError> {
     let mode = match raw.socket_mode.as_deref() {
         None => 0o660,
         Some(text) => u32::from_str_radix(text.trim_start_matches("0o"), 8)
@@ -395,7 +375,7 @@ fn unix_socket(
             None,
             format!("server.socket: `{path}` is longer than a Unix socket path may be (107 bytes)"),
         )),
-        Some(path) => Ok(Some(crate::config::UnixSocket {
+        Some(path) => Ok(Some(crate::config::model::UnixSocket {
             path: path.into(),
             mode,
         })),
@@ -572,19 +552,16 @@ fn regions(
     Ok(out)
 }
 
-/// Resolves a datasource name written at some key.
-type DatasourceLookup<'a> =
-    dyn Fn(&Spanned<String>, &str) -> Result<DatasourceId, ConfigError> + 'a;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::credential::Credential;
 
     const DEMO: &str = include_str!("../../../config/demo.toml");
 
     #[test]
     fn demo_config_is_valid() {
-        let config = Config::from_toml(DEMO, "demo.toml").unwrap();
+        let config = validate(DEMO, "demo.toml").unwrap();
         assert_eq!(config.channels.len(), 5);
         assert_eq!(config.sharding.shards.len(), 20);
         let eu = config.channel_by_name("eu_channel").unwrap();
@@ -595,7 +572,7 @@ mod tests {
 
     #[test]
     fn example_config_is_valid() {
-        Config::from_toml(include_str!("../../../config/example.toml"), "example.toml").unwrap();
+        validate(include_str!("../../../config/example.toml"), "example.toml").unwrap();
     }
 
     fn with(from: &str, to: &str) -> String {
@@ -604,31 +581,26 @@ mod tests {
     }
 
     fn error(text: &str) -> String {
-        Config::from_toml(text, "t.toml").unwrap_err().to_string()
+        validate(text, "t.toml").unwrap_err().to_string()
     }
 
     #[test]
     fn a_unix_socket_beside_or_instead_of_tcp() {
         let both = with("[server]\n", "[server]\nsocket = \"/run/rk/mysql.sock\"\n");
-        let config = Config::from_toml(&both, "t").unwrap();
+        let config = validate(&both, "t").unwrap();
         let socket = config.server.socket.expect("a socket");
         assert_eq!(socket.path, std::path::Path::new("/run/rk/mysql.sock"));
         assert_eq!(socket.mode, 0o660);
         assert!(config.server.listen.is_some());
         let only = both.replacen("listen = \"127.0.0.1:3307\"", "listen = \"\"", 1);
-        let config = Config::from_toml(&only, "t").unwrap();
+        let config = validate(&only, "t").unwrap();
         assert_eq!(config.server.listen, None);
         let mode = with(
             "[server]\n",
             "[server]\nsocket = \"/s.sock\"\nsocket_mode = \"0666\"\n",
         );
         assert_eq!(
-            Config::from_toml(&mode, "t")
-                .unwrap()
-                .server
-                .socket
-                .unwrap()
-                .mode,
+            validate(&mode, "t").unwrap().server.socket.unwrap().mode,
             0o666
         );
         let e = error(&with("listen = \"127.0.0.1:3307\"", "listen = \"\""));
@@ -646,11 +618,10 @@ mod tests {
 
     #[test]
     fn worker_threads_default_to_the_usable_cpus_and_refuse_zero() {
-        let config = Config::from_toml(DEMO, "demo.toml").unwrap();
+        let config = validate(DEMO, "demo.toml").unwrap();
         let usable = std::thread::available_parallelism().unwrap().get();
         assert_eq!(config.server.runtime_threads(), usable);
-        let config =
-            Config::from_toml(&with("[server]\n", "[server]\nworker_threads = 3\n"), "t").unwrap();
+        let config = validate(&with("[server]\n", "[server]\nworker_threads = 3\n"), "t").unwrap();
         assert_eq!(config.server.runtime_threads(), 3);
         let e = error(&with("[server]\n", "[server]\nworker_threads = 0\n"));
         assert!(
@@ -711,25 +682,17 @@ mod tests {
 
     #[test]
     fn the_redis_tier_is_optional_and_has_defaults() {
-        let config = Config::from_toml(DEMO, "demo.toml").unwrap();
+        let config = validate(DEMO, "demo.toml").unwrap();
         assert!(config.cache.redis.is_none());
         let text = with_cache("redis_url = \"redis://127.0.0.1:6379/0\"\n");
-        let redis = Config::from_toml(&text, "t.toml")
-            .unwrap()
-            .cache
-            .redis
-            .unwrap();
+        let redis = validate(&text, "t.toml").unwrap().cache.redis.unwrap();
         assert_eq!(redis.url, "redis://127.0.0.1:6379/0");
         assert_eq!(redis.timeout, Duration::from_millis(50));
         assert_eq!(redis.retry_after, Duration::from_secs(1));
         let text = with_cache(
             "redis_url = \"redis://:secret@cache.internal\"\nredis_timeout = \"20ms\"\nredis_retry_after = \"250ms\"\n",
         );
-        let redis = Config::from_toml(&text, "t.toml")
-            .unwrap()
-            .cache
-            .redis
-            .unwrap();
+        let redis = validate(&text, "t.toml").unwrap().cache.redis.unwrap();
         assert_eq!(redis.timeout, Duration::from_millis(20));
         assert_eq!(redis.retry_after, Duration::from_millis(250));
     }
@@ -780,10 +743,10 @@ mod tests {
             )
         };
         let native = "password_hash = \"*14E65567ABDB5135D0CFD9A70B3032C179A49EE7\"";
-        let config = Config::from_toml(&user(native), "t.toml").unwrap();
+        let config = validate(&user(native), "t.toml").unwrap();
         assert_eq!(
             config.users[0].credential,
-            Credential::NativeHash(crate::config::native_hash(b"secret"))
+            Credential::NativeHash(crate::config::credential::native_hash(b"secret"))
         );
         let sha2 = format!("{native}\nauth_plugin = \"caching_sha2_password\"");
         let e = error(&user(&sha2));

@@ -6,15 +6,15 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
 use super::super::raw::RawSharding;
-use super::{Checker, DatasourceLookup};
-use crate::config::*;
+use super::checker::{Checker, DatasourceLookup};
+use crate::config::model::*;
 
 /// Checks `[sharding]` against the channels and datasources.
 pub(super) fn sharding(
     c: &Checker,
     raw: &RawSharding,
     channels: &[Channel],
-    raw_channels: &[super::raw::RawChannel],
+    raw_channels: &[crate::config::raw::RawChannel],
     lookup_ds: &DatasourceLookup<'_>,
 ) -> Result<Sharding, ConfigError> {
     let per_channel = *raw.shards_per_channel.get_ref();
@@ -87,7 +87,7 @@ fn binding_tables(c: &Checker, raw: &RawSharding) -> Result<Vec<String>, ConfigE
 fn channel_ranges(
     c: &Checker,
     channels: &[Channel],
-    raw_channels: &[super::raw::RawChannel],
+    raw_channels: &[crate::config::raw::RawChannel],
     per_channel: u32,
 ) -> Result<BTreeMap<u32, usize>, ConfigError> {
     let mut used: BTreeMap<u32, usize> = BTreeMap::new();
@@ -159,7 +159,7 @@ fn shard_list(
     c: &Checker,
     raw: &RawSharding,
     channels: &[Channel],
-    raw_channels: &[super::raw::RawChannel],
+    raw_channels: &[crate::config::raw::RawChannel],
     channel_of: &BTreeMap<u32, usize>,
     owner: &[Option<DatasourceId>],
     tables: &[String],
@@ -185,7 +185,7 @@ fn shard_list(
             .iter()
             .map(|t| expand(raw.physical_table.get_ref(), t, shard))
             .collect();
-        let names = crate::config::ResultNames {
+        let names = crate::config::model::ResultNames {
             physical_database: database.clone(),
             logical_database: raw.logical_database.clone(),
             tables: physical
