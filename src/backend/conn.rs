@@ -11,10 +11,10 @@ use mysql_common::proto::MySerialize;
 use tokio::net::TcpStream;
 
 use super::auth;
-use super::reply::{Reply, ResultEnd};
-use super::statements::StatementCache;
+use super::reply::{Reply, ResultEnd, backend_error};
+use super::statements::{BackendStatement, PreparedMetadata, StatementCache};
 use super::tls::{self, BackendStream};
-use super::vars::SessionVars;
+use super::vars::AppliedState;
 use crate::config::{Datasource, DatasourceId};
 use crate::error::ProxyError;
 use crate::protocol::PacketStream;
@@ -31,16 +31,6 @@ pub struct Diagnostic {
     pub code: Vec<u8>,
     /// Message.
     pub message: Vec<u8>,
-}
-
-/// Session state the proxy applied to a connection, compared with what a client wants
-/// before each use ("only what differs").
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AppliedState {
-    /// Session variables by lower-case name, with their values as SQL literals.
-    pub vars: SessionVars,
-    /// The selected database.
-    pub database: Option<String>,
 }
 
 /// A connection to one datasource.
@@ -65,30 +55,6 @@ pub struct BackendConn {
     /// Statements prepared on this connection, by their text and the state they were
     /// read in.
     statements: StatementCache,
-}
-
-/// A statement prepared on a backend connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BackendStatement {
-    /// The backend's statement id.
-    pub id: u32,
-    /// Parameters.
-    pub params: u16,
-    /// Result columns.
-    pub columns: u16,
-}
-
-/// A statement prepared on a backend with the definitions it answered with.
-#[derive(Debug, Clone)]
-pub struct PreparedMetadata {
-    /// The statement.
-    pub statement: BackendStatement,
-    /// Parameter definitions.
-    pub param_defs: Vec<BytesMut>,
-    /// Result column definitions.
-    pub column_defs: Vec<BytesMut>,
-    /// Warnings of the prepare.
-    pub warnings: u16,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -689,15 +655,6 @@ impl BackendConn {
     ) -> Result<BytesMut, ProxyError> {
         self.send_command(command, body).await?;
         self.read_packet().await
-    }
-}
-
-/// A backend ERR as a client error, unchanged.
-pub fn backend_error(e: ServerErr) -> ProxyError {
-    ProxyError::Backend {
-        code: e.code,
-        state: e.state,
-        message: e.message,
     }
 }
 

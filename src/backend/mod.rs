@@ -1,17 +1,20 @@
 //! The backend side: connections the proxy drives itself on mysql_common ([`conn`]), the
-//! one reader of their replies ([`reply`]), the session variables they carry ([`vars`]), the
+//! one reader of their replies ([`reader`], [`reply`]), the session variables they carry ([`vars`]), the
 //! statements prepared on them ([`statements`]),
 //! pooled per datasource with bb8 ([`pool`]), over plain TCP or TLS ([`tls`]), logged in
 //! with the backend account's plugin ([`auth`]). Nothing here writes to a client.
 
+mod apply;
 pub mod auth;
 pub mod conn;
 pub mod pool;
+mod reader;
 pub mod reply;
 pub mod statements;
 pub mod tls;
 pub mod vars;
 
-pub use conn::{AppliedState, BackendConn, Diagnostic};
+pub use conn::{BackendConn, Diagnostic};
 pub use pool::{PooledConn, Pools};
 pub use reply::{FileRequest, Reply, ResultEnd};
+pub use vars::AppliedState;

@@ -7,7 +7,33 @@ use std::sync::Arc;
 
 use hashbrown::{Equivalent, HashMap};
 
-use super::conn::{AppliedState, PreparedMetadata};
+use bytes::BytesMut;
+
+use super::vars::AppliedState;
+
+/// A statement prepared on a backend connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendStatement {
+    /// The backend's statement id.
+    pub id: u32,
+    /// Parameters.
+    pub params: u16,
+    /// Result columns.
+    pub columns: u16,
+}
+
+/// A statement prepared on a backend with the definitions it answered with.
+#[derive(Debug, Clone)]
+pub struct PreparedMetadata {
+    /// The statement.
+    pub statement: BackendStatement,
+    /// Parameter definitions.
+    pub param_defs: Vec<BytesMut>,
+    /// Result column definitions.
+    pub column_defs: Vec<BytesMut>,
+    /// Warnings of the prepare.
+    pub warnings: u16,
+}
 
 /// Statements kept prepared per backend connection; the oldest is closed beyond this, so
 /// a server's `max_prepared_stmt_count` (16,382 by default) is not reached.
@@ -132,7 +158,6 @@ impl StatementCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::conn::BackendStatement;
 
     fn prepared(id: u32) -> Arc<PreparedMetadata> {
         Arc::new(PreparedMetadata {
