@@ -259,6 +259,26 @@ impl Client {
         self.packet(&buf)
     }
 
+    /// The column count packet and the definitions (named logically) of a result set;
+    /// `status`: the flags of the EOF that ends them.
+    pub fn send_columns(
+        &mut self,
+        defs: &[bytes::BytesMut],
+        names: Option<&Arc<ResultNames>>,
+        status: u16,
+    ) -> Result<(), ProxyError> {
+        self.columns_header(defs.len() as u64)?;
+        match names {
+            Some(names) => self.renamed_columns(defs, names)?,
+            None => {
+                for def in defs {
+                    self.packet(def)?;
+                }
+            }
+        }
+        self.columns_end(status)
+    }
+
     /// The EOF between column definitions and rows (classic clients only).
     pub fn columns_end(&mut self, status: u16) -> Result<(), ProxyError> {
         if !self.deprecate_eof() {

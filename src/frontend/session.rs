@@ -74,7 +74,7 @@ pub struct Session {
     /// What `SHOW WARNINGS` lists: the previous statement's diagnostics.
     pub(super) warnings: Vec<Diagnostic>,
     /// Prepared statements.
-    pub(super) statements: super::prepared::Statements,
+    pub(super) statements: super::prepared::registry::Statements,
     /// This session as other sessions see it (KILL).
     pub(super) handle: Arc<crate::sessions::SessionHandle>,
     /// The client connection's TLS parameters (`Ssl_cipher`, `Ssl_version`); `None` in

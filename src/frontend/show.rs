@@ -528,7 +528,7 @@ impl Session {
                 ..Default::default()
             });
         }
-        super::respond::send_columns(client, &defs, Some(names), status)?;
+        client.send_columns(&defs, Some(names), status)?;
         for p in &rows {
             let row = parse_text_row(p, defs.len()).unwrap_or_default();
             let renamed: Vec<Option<Vec<u8>>> = row

@@ -746,7 +746,7 @@ impl Session {
 
 /// What running a plan's steps gave.
 pub(super) struct Ran {
-    outcome: super::respond::Outcome,
+    outcome: super::outcome::Outcome,
     calc_found_rows: bool,
     diagnostics: Vec<crate::backend::Diagnostic>,
     found_rows: u64,

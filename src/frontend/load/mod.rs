@@ -178,7 +178,7 @@ impl Session {
         self.txn.release_idle();
         let status = crate::protocol::status::relayed(
             self.final_status(more),
-            ok.status & super::respond::KEPT_FLAGS,
+            ok.status & super::outcome::KEPT_FLAGS,
         );
         client.ok(&OkInfo {
             status,

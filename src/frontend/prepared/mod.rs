@@ -7,25 +7,27 @@
 //! connection keeps the statements it prepared, and prepares again after it was reset or
 //! replaced. Rows are the backend's binary-protocol packets, relayed.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use mysql_common::constants::Command as ProtocolCommand;
 
-use super::client::Client;
-use super::session::Session;
+pub(super) mod registry;
+
+use registry::Kind;
+pub use registry::{LONG_DATA_LIMIT, MAX_PREPARED_STATEMENTS, PreparedStatement};
+
 use crate::config::ResultNames;
 use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
 use crate::execute::Binding;
+use crate::frontend::client::Client;
+use crate::frontend::session::Session;
 use crate::protocol::binary::{self, LongData, param_value};
 use crate::protocol::packets::{
     ColumnSpec, column_definition, eof_packet, rewrite_column_definition,
 };
 use crate::rewrite::{KeyEdits, Statement as Rewrite};
 use crate::sql::command::{Command, RegionArg, classify};
-use crate::sql::hints::{RouteHints, route_hints};
+use crate::sql::hints::route_hints;
 use crate::sql::lexer::{Lexed, TokenKind, lex};
-use crate::sql::{Analysis, Refusal, Target};
+use crate::sql::{Refusal, Target};
 
 /// ER_UNKNOWN_STMT_HANDLER.
 const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
@@ -37,74 +39,6 @@ const ER_WRONG_ARGUMENTS: u16 = 1210;
 const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 /// ER_STMT_HAS_NO_OPEN_CURSOR.
 const ER_STMT_HAS_NO_OPEN_CURSOR: u16 = 1421;
-
-/// What executing a prepared statement does.
-enum Kind {
-    /// A data statement: routed at each execution.
-    Data {
-        analysis: Arc<Analysis>,
-        hints: RouteHints,
-    },
-    /// A session command without parameters (BEGIN, COMMIT, SET ...): run as text.
-    Session,
-    /// `EXPLAIN ROUTE <statement>`: planned at each execution, not run.
-    Explain {
-        /// Byte offset of the explained statement.
-        body: usize,
-    },
-    /// `SELECT NEXT_ORDER_ID(...)`: the proxy answers, in the binary protocol.
-    NextOrderId {
-        /// The region: a literal, a parameter or none.
-        region: RegionArg,
-        /// The result column's name.
-        column: String,
-    },
-}
-
-/// A statement the client prepared.
-pub struct PreparedStatement {
-    sql: Vec<u8>,
-    lexed: Lexed,
-    kind: Kind,
-    params: usize,
-    /// Parameter types of the last execution that sent them.
-    types: Option<Vec<(u8, u8)>>,
-    /// COM_STMT_SEND_LONG_DATA received since the last execution, per parameter.
-    long_data: Vec<Option<LongData>>,
-    /// Bytes of long data buffered (bounded by [`LONG_DATA_LIMIT`]).
-    long_data_bytes: usize,
-    /// The configuration generation it was analysed under: after a reload, an execution
-    /// analyses it again (a table may have become sharded, or stopped being).
-    generation: u64,
-    /// The epoch its text last passed the scope and catalog-view checks in: an execution
-    /// in the same epoch would get the same answers, since the text is the same.
-    checked_in: Option<super::memo::Epoch>,
-    /// The rows of the cursor its last execution opened, not fetched yet.
-    cursor: Option<std::collections::VecDeque<Vec<u8>>>,
-}
-
-/// Long data the proxy buffers per statement between executions (64 MiB, its largest
-/// packet): beyond it the execution is refused rather than the proxy's memory used up.
-pub const LONG_DATA_LIMIT: usize = 64 << 20;
-
-/// Prepared statements per client connection, as MySQL's default
-/// `max_prepared_stmt_count` (16,382): beyond it PREPARE is refused with error 1461.
-pub const MAX_PREPARED_STATEMENTS: usize = 16_382;
-
-impl PreparedStatement {
-    fn clear_long_data(&mut self) {
-        self.long_data.iter_mut().for_each(|d| *d = None);
-        self.long_data_bytes = 0;
-    }
-}
-
-/// The session's prepared statements.
-#[derive(Default)]
-pub struct Statements {
-    /// By the id the proxy gave (foldhash: looked up at every execution).
-    by_id: HashMap<u32, PreparedStatement, foldhash::fast::RandomState>,
-    next_id: u32,
-}
 
 fn unknown(id: u32, command: &str) -> ProxyError {
     ProxyError::client(
@@ -175,7 +109,7 @@ impl Session {
                 return self.answer_prepare(client, id, 0, &[], &[], 0, None);
             }
             Command::ExplainRoute { body } => {
-                super::explain::explained(sql, body, self)?;
+                crate::frontend::explain::explained(sql, body, self)?;
                 let param_def = bytes::BytesMut::from(&column_definition(&any_param(), "", "")[..]);
                 let param_defs = vec![param_def; params];
                 let column_defs: Vec<bytes::BytesMut> = self
@@ -198,7 +132,7 @@ impl Session {
             Command::NextOrderId { region, column } => {
                 let params = usize::from(region == RegionArg::Param);
                 let column_def = bytes::BytesMut::from(
-                    &column_definition(&super::ids::id_column(&column), "", "")[..],
+                    &column_definition(&crate::frontend::ids::id_column(&column), "", "")[..],
                 );
                 let param_def = bytes::BytesMut::from(&column_definition(&any_param(), "", "")[..]);
                 let id = self.register(sql, lexed, Kind::NextOrderId { region, column }, params);
@@ -360,7 +294,7 @@ impl Session {
         let started = std::time::Instant::now();
         self.handle
             .set_activity(self.database.as_deref(), Some(("Execute", &statement.sql)));
-        // Checked again in another epoch (`super::memo::Epoch`): a reload may have narrowed
+        // Checked again in another epoch (`crate::frontend::memo::Epoch`): a reload may have narrowed
         // the user's scope since it was prepared, and a `USE information_schema` since then
         // makes `FROM TABLES` the catalog view the proxy answers itself (the backend's would
         // show every database).
@@ -425,7 +359,7 @@ impl Session {
             .database
             .as_deref()
             .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
-        if super::catalog::view_refs(sql, lexed, in_is).is_empty() {
+        if crate::frontend::catalog::view_refs(sql, lexed, in_is).is_empty() {
             return Ok(());
         }
         Err(ProxyError::not_yet(
@@ -510,7 +444,7 @@ impl Session {
                 } else {
                     self.analysis(&statement.sql, &statement.lexed)?
                 };
-                let prepared = super::statement::Prepared {
+                let prepared = crate::frontend::statement::Prepared {
                     text: crate::plan::Text {
                         sql: &statement.sql,
                         tokens: &statement.lexed.tokens,

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use bytes::BytesMut;
 
 use super::client::Client;
-use super::respond::{Outcome, send_columns};
+use super::outcome::Outcome;
 use crate::backend::Reply;
 use crate::error::ProxyError;
 use crate::execute::Results;
@@ -121,8 +121,7 @@ pub(super) async fn merged(
     };
     // The first shard's flags stand for all: each plans the same statement on a table of
     // the same definition, as the one table would be planned.
-    send_columns(
-        client,
+    client.send_columns(
         &defs[..shape.visible],
         plan.steps[0].names.as_ref(),
         crate::protocol::status::relayed(status, columns_status),
