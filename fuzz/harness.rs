@@ -16,7 +16,6 @@ use mysql_common::packets::AuthSwitchRequest;
 use routekey_proxy::config::Config;
 use routekey_proxy::config::ResultNames;
 use routekey_proxy::frontend::handshake::parse_response;
-use routekey_proxy::merge::row::{ColumnMeta, Protocol, build_row, split_row, truncate_text_row};
 use routekey_proxy::merge::value::decode;
 use routekey_proxy::plan::scope::{Scope, check_text};
 use routekey_proxy::protocol::binary::{
@@ -25,6 +24,9 @@ use routekey_proxy::protocol::binary::{
 use routekey_proxy::protocol::packets::{
     column_info, is_eof, parse_eof, parse_err, parse_greeting, parse_ok, parse_text_row,
     read_lenenc_int, rewrite_column_definition, server_version_numbers,
+};
+use routekey_proxy::protocol::row::{
+    ColumnMeta, Protocol, build_row, split_row, truncate_text_row,
 };
 use routekey_proxy::sql::analyze::{AnalyzeContext, analyze, token_mentions_sharded_table};
 use routekey_proxy::sql::charset::{Decoding, collation_names, decoding_for};

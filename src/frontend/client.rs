@@ -10,9 +10,10 @@ use crate::config::ResultNames;
 use crate::error::ProxyError;
 use crate::protocol::PacketStream;
 use crate::protocol::packets::{
-    ColumnSpec, OkInfo, column_definition, eof_packet, err_packet, ok_packet, put_lenenc_bytes,
-    put_lenenc_int, rewrite_column_definition_into,
+    ColumnSpec, OkInfo, column_definition, eof_packet, err_packet, ok_packet, put_lenenc_int,
+    rewrite_column_definition_into,
 };
+use crate::protocol::row::{ColumnMeta, Protocol, build_row};
 
 /// The client connection and what it negotiated.
 pub struct Client {
@@ -304,48 +305,33 @@ impl Client {
 
     /// A whole result set built by the proxy in the binary protocol (the answer to a
     /// prepared statement's execution): `rows` hold each value as text, encoded here by
-    /// its column's type (integers as little-endian, everything else length-encoded).
+    /// its column's type (integers as little-endian, strings length-encoded); a column of
+    /// another fixed-width type is an internal error.
     pub fn binary_result_set(
         &mut self,
         columns: &[ColumnSpec<'_>],
         rows: &[Vec<Option<Vec<u8>>>],
         status: u16,
     ) -> Result<(), ProxyError> {
-        use mysql_common::constants::{ColumnFlags, ColumnType};
         self.columns_header(columns.len() as u64)?;
         for c in columns {
             self.packet(&column_definition(c, "", ""))?;
         }
         self.columns_end(status)?;
+        let metas: Vec<ColumnMeta> = columns.iter().map(ColumnMeta::from).collect();
         for row in rows {
-            let mut packet = vec![0x00];
-            let bitmap_at = packet.len();
-            packet.resize(bitmap_at + (columns.len() + 9) / 8, 0);
-            for (i, (value, c)) in row.iter().zip(columns).enumerate() {
-                let Some(text) = value else {
-                    packet[bitmap_at + (i + 2) / 8] |= 1 << ((i + 2) % 8);
-                    continue;
-                };
-                let unsigned = c.flags.contains(ColumnFlags::UNSIGNED_FLAG);
-                let number = || -> Result<i128, ProxyError> {
-                    String::from_utf8_lossy(text)
-                        .parse()
-                        .map_err(|_| ProxyError::Internal("a non-numeric integer value".into()))
-                };
-                match c.column_type {
-                    ColumnType::MYSQL_TYPE_LONGLONG if unsigned => {
-                        packet.extend_from_slice(&(number()? as u64).to_le_bytes())
-                    }
-                    ColumnType::MYSQL_TYPE_LONGLONG => {
-                        packet.extend_from_slice(&(number()? as i64).to_le_bytes())
-                    }
-                    ColumnType::MYSQL_TYPE_LONG => {
-                        packet.extend_from_slice(&(number()? as u32).to_le_bytes())
-                    }
-                    _ => put_lenenc_bytes(&mut packet, text),
-                }
-            }
-            self.packet(&packet)?;
+            let values = row
+                .iter()
+                .zip(columns)
+                .map(|(value, c)| {
+                    value
+                        .as_deref()
+                        .map(|text| binary_value(c, text))
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let values: Vec<Option<&[u8]>> = values.iter().map(|v| v.as_deref()).collect();
+            self.packet(&build_row(&values, &metas, Protocol::Binary))?;
         }
         self.rows_end(0, status)
     }
@@ -369,6 +355,32 @@ impl Client {
         }
         self.rows_end(0, status)
     }
+}
+
+/// A value given as text in its binary-protocol form for column `c`: integers as
+/// little-endian, strings as they are (the row adds their length).
+fn binary_value(c: &ColumnSpec<'_>, text: &[u8]) -> Result<Vec<u8>, ProxyError> {
+    use mysql_common::constants::{ColumnFlags, ColumnType};
+    let number = || -> Result<i128, ProxyError> {
+        String::from_utf8_lossy(text)
+            .parse()
+            .map_err(|_| ProxyError::Internal("a non-numeric integer value".into()))
+    };
+    let unsigned = c.flags.contains(ColumnFlags::UNSIGNED_FLAG);
+    Ok(match c.column_type {
+        ColumnType::MYSQL_TYPE_LONGLONG if unsigned => (number()? as u64).to_le_bytes().to_vec(),
+        ColumnType::MYSQL_TYPE_LONGLONG => (number()? as i64).to_le_bytes().to_vec(),
+        ColumnType::MYSQL_TYPE_LONG => (number()? as u32).to_le_bytes().to_vec(),
+        ColumnType::MYSQL_TYPE_VAR_STRING
+        | ColumnType::MYSQL_TYPE_STRING
+        | ColumnType::MYSQL_TYPE_VARCHAR
+        | ColumnType::MYSQL_TYPE_BLOB => text.to_vec(),
+        other => {
+            return Err(ProxyError::Internal(format!(
+                "the proxy does not encode {other:?} values in the binary protocol"
+            )));
+        }
+    })
 }
 
 #[cfg(test)]

@@ -16,9 +16,9 @@ use crate::error::ProxyError;
 use crate::execute::Results;
 use crate::merge::group::Groups;
 use crate::merge::keys::{Key, MergeError, Row};
-use crate::merge::row::{ColumnMeta, Protocol, build_row, split_row, truncate_text_row};
 use crate::merge::{MergeSpec, SortKey};
 use crate::plan::Plan;
+use crate::protocol::row::{ColumnMeta, Protocol, build_row, split_row, truncate_text_row};
 
 fn merge_error(e: MergeError) -> ProxyError {
     ProxyError::not_yet(format!("{} (merging the results of several shards)", e.0))

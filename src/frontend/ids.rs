@@ -8,7 +8,7 @@ use super::session::Session;
 use crate::config::ChannelId;
 use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
 use crate::issuance::{Caller, IssueFailure};
-use crate::protocol::packets::{ColumnSpec, column_definition};
+use crate::protocol::packets::ColumnSpec;
 use crate::route::value::StatementValues;
 use crate::sql::hints::RouteHints;
 use crate::sql::{Analysis, Target};
@@ -140,14 +140,11 @@ impl Session {
         self.warnings.clear();
         self.row_count = -1;
         let status = self.final_status(false);
-        client.columns_header(1)?;
-        client.packet(&column_definition(&id_column(column), "", ""))?;
-        client.columns_end(status)?;
-        // Binary row: header, NULL bitmap (one column, offset 2: one byte), the value.
-        let mut row = vec![0x00, 0x00];
-        row.extend_from_slice(&id.to_le_bytes());
-        client.packet(&row)?;
-        client.rows_end(0, status)
+        client.binary_result_set(
+            &[id_column(column)],
+            &[vec![Some(id.to_string().into_bytes())]],
+            status,
+        )
     }
 
     /// `SHOW ROUTEKEY CALLERS`: callers that asked for ids without a region, most first

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use super::decimal::Decimal;
 use super::expr::Scope;
 use super::keys::{Key, MergeError, Row};
-use super::row::{ColumnMeta, Protocol};
 use super::spec::{AggFn, Col, Grouping, KeyCols, Output, SortKey};
 use super::value::{Value, ValueError, encode};
+use crate::protocol::row::{ColumnMeta, Protocol};
 
 /// A combined aggregate.
 #[derive(Debug, Clone)]

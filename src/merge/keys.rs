@@ -5,9 +5,9 @@
 
 use std::cmp::Ordering;
 
-use super::row::{ColumnMeta, Protocol, RowError, split_row};
 use super::spec::{KeyCols, TextCols};
 use super::value::{Value, canonical_weight, compare, compare_weights, decode};
+use crate::protocol::row::{ColumnMeta, Protocol, RowError, split_row};
 
 /// Why rows could not be merged; the statement fails with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

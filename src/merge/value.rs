@@ -1,4 +1,4 @@
-//! Column values decoded from raw row values (as [`split_row`](super::row::split_row)
+//! Column values decoded from raw row values (as [`split_row`](crate::protocol::row::split_row)
 //! returns them) to compare and re-aggregate, encoded back for values the proxy computes,
 //! and the comparison of collation weight strings (`WEIGHT_STRING()`) the shards compute.
 
@@ -8,7 +8,7 @@ use mysql_common::constants::ColumnType;
 use thiserror::Error;
 
 use super::decimal::Decimal;
-use super::row::{ColumnMeta, Protocol};
+use crate::protocol::row::{ColumnMeta, Protocol};
 
 /// A decoded column value.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,6 +3,7 @@
 
 pub mod binary;
 pub mod packets;
+pub mod row;
 pub mod status;
 pub mod stream;
 

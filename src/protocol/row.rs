@@ -6,8 +6,9 @@
 use mysql_common::constants::ColumnType;
 use thiserror::Error;
 
-/// A NULL value in a text row.
-const NULL_VALUE: u8 = 0xfb;
+use super::packets::{
+    ColumnSpec, put_lenenc_bytes, read_lenenc_bytes, read_lenenc_int, read_lenenc_value, text_row,
+};
 
 /// The column flag of UNSIGNED integer columns (`UNSIGNED_FLAG` in `mysql_com.h`).
 pub const UNSIGNED_FLAG: u16 = 0x20;
@@ -110,7 +111,8 @@ pub fn split_row<'a>(
         Protocol::Text => {
             let mut pos = 0;
             for column in 0..columns.len() {
-                let value = read_text_value(packet, &mut pos).ok_or(RowError::Value { column })?;
+                let value =
+                    read_lenenc_value(packet, &mut pos).ok_or(RowError::Value { column })?;
                 out.push(value);
             }
             pos
@@ -131,14 +133,7 @@ pub fn build_row(values: &[Option<&[u8]>], columns: &[ColumnMeta], protocol: Pro
     let size: usize = values.iter().flatten().map(|v| v.len() + 9).sum();
     let mut buf = Vec::with_capacity(size + values.len() / 8 + 3);
     match protocol {
-        Protocol::Text => {
-            for value in values {
-                match value {
-                    Some(bytes) => put_lenenc_bytes(&mut buf, bytes),
-                    None => buf.push(NULL_VALUE),
-                }
-            }
-        }
+        Protocol::Text => return text_row(values),
         Protocol::Binary => {
             buf.push(0);
             let mut bitmap = vec![0u8; null_bitmap_len(values.len())];
@@ -169,7 +164,7 @@ pub fn build_row(values: &[Option<&[u8]>], columns: &[ColumnMeta], protocol: Pro
 pub fn truncate_text_row(packet: &[u8], keep: usize) -> Option<&[u8]> {
     let mut pos = 0;
     for _ in 0..keep {
-        read_text_value(packet, &mut pos)?;
+        read_lenenc_value(packet, &mut pos)?;
     }
     packet.get(..pos)
 }
@@ -252,61 +247,18 @@ fn split_binary<'a>(
     Ok(pos)
 }
 
-/// Reads one text-row value at `*pos`: `Some(None)` for NULL, `None` when malformed.
-fn read_text_value<'a>(packet: &'a [u8], pos: &mut usize) -> Option<Option<&'a [u8]>> {
-    if *packet.get(*pos)? == NULL_VALUE {
-        *pos += 1;
-        return Some(None);
-    }
-    read_lenenc_bytes(packet, pos).map(Some)
-}
-
-/// Reads a length-encoded integer at `*pos`; `None` when truncated or when the first byte
-/// is not a length (0xFB NULL, 0xFF).
-fn read_lenenc_int(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let (&first, rest) = buf.get(*pos..)?.split_first()?;
-    let width = match first {
-        0..=0xfa => {
-            *pos += 1;
-            return Some(u64::from(first));
-        }
-        0xfc => 2,
-        0xfd => 3,
-        0xfe => 8,
-        _ => return None,
-    };
-    let mut le = [0u8; 8];
-    le[..width].copy_from_slice(rest.get(..width)?);
-    *pos += 1 + width;
-    Some(u64::from_le_bytes(le))
-}
-
-/// Reads a length-encoded string at `*pos`, without its prefix.
-fn read_lenenc_bytes<'a>(buf: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
-    let len = usize::try_from(read_lenenc_int(buf, pos)?).ok()?;
-    let bytes = buf.get(*pos..)?.get(..len)?;
-    *pos += len;
-    Some(bytes)
-}
-
-fn put_lenenc_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
-    let len = bytes.len() as u64;
-    match len {
-        0..=0xfa => buf.push(len as u8),
-        0xfb..=0xffff => {
-            buf.push(0xfc);
-            buf.extend_from_slice(&len.to_le_bytes()[..2]);
-        }
-        0x1_0000..=0xff_ffff => {
-            buf.push(0xfd);
-            buf.extend_from_slice(&len.to_le_bytes()[..3]);
-        }
-        _ => {
-            buf.push(0xfe);
-            buf.extend_from_slice(&len.to_le_bytes());
+impl From<&ColumnSpec<'_>> for ColumnMeta {
+    /// The fields of a column the proxy describes itself that decide how its values are
+    /// encoded.
+    fn from(spec: &ColumnSpec<'_>) -> Self {
+        ColumnMeta {
+            column_type: spec.column_type as u8,
+            flags: spec.flags.bits(),
+            decimals: spec.decimals,
+            charset: spec.charset,
+            length: spec.length,
         }
     }
-    buf.extend_from_slice(bytes);
 }
 
 #[cfg(test)]
