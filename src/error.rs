@@ -49,6 +49,31 @@ pub const ER_STATEMENT_TIMEOUT: u16 = 1969;
 pub const ER_UNKNOWN_ERROR: u16 = 1105;
 /// ER_ERROR_DURING_COMMIT: a COMMIT failed.
 pub const ER_ERROR_DURING_COMMIT: u16 = 1180;
+/// ER_EMPTY_QUERY: a statement of nothing but white space and comments.
+pub const ER_EMPTY_QUERY: u16 = 1065;
+/// ER_SP_DOES_NOT_EXIST: also a `ROLLBACK TO` or `RELEASE` of an unknown savepoint.
+pub const ER_SP_DOES_NOT_EXIST: u16 = 1305;
+/// ER_WRONG_ARGUMENTS: a malformed execution, or a LIMIT that is not a number.
+pub const ER_WRONG_ARGUMENTS: u16 = 1210;
+/// ER_UNKNOWN_STMT_HANDLER: a prepared statement id the session does not hold.
+pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
+/// ER_UNSUPPORTED_PS: a statement the prepared-statement protocol does not take.
+pub const ER_UNSUPPORTED_PS: u16 = 1295;
+/// ER_MAX_PREPARED_STMT_COUNT_REACHED: more prepared statements than a session may hold.
+pub const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
+/// ER_STMT_HAS_NO_OPEN_CURSOR: COM_STMT_FETCH without a cursor.
+pub const ER_STMT_HAS_NO_OPEN_CURSOR: u16 = 1421;
+/// ER_LOAD_INFILE_CAPABILITY_DISABLED (MariaDB): LOAD DATA LOCAL that the user or the
+/// client has not enabled.
+pub const ER_LOAD_INFILE_CAPABILITY_DISABLED: u16 = 4166;
+/// ER_DUP_ENTRY: a duplicate key (the index table's rows, the lease table's).
+pub const ER_DUP_ENTRY: u16 = 1062;
+/// ER_NO_SUCH_TABLE.
+pub const ER_NO_SUCH_TABLE: u16 = 1146;
+/// ER_LOCK_WAIT_TIMEOUT.
+pub const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
+/// ER_LOCK_DEADLOCK.
+pub const ER_LOCK_DEADLOCK: u16 = 1213;
 
 /// An error that reaches the client as a MySQL error packet.
 #[derive(Debug, Clone, Error)]
@@ -82,6 +107,11 @@ pub enum ProxyError {
     /// A fault in the proxy itself.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A merge of several shards' results, or a cursor, that would hold more than
+    /// `sharding.merge_row_cap` rows or groups in memory: refused as not supported yet
+    /// (1235), and counted apart (`merge_row_cap_hits`). The text says what was refused.
+    #[error("routekey-proxy doesn't yet support {0}")]
+    MergeCap(String),
     /// The client connection failed: nothing more can be sent to it.
     #[error("client connection lost: {0}")]
     ClientGone(String),
@@ -124,6 +154,18 @@ impl ProxyError {
         )
     }
 
+    /// 1227: an account, privilege, database or server administration statement (`what`
+    /// names it), which the proxy does not pass to the shards' servers.
+    pub fn administrative(what: impl std::fmt::Display) -> Self {
+        Self::client(
+            ER_SPECIFIC_ACCESS_DENIED_ERROR,
+            b"42000",
+            format!(
+                "Access denied; routekey-proxy does not forward account, privilege, database or server administration statements ({what}): run them on the servers directly"
+            ),
+        )
+    }
+
     /// A write the proxy cannot place on a shard.
     pub fn unroutable(message: impl Into<String>) -> Self {
         Self::client(ER_NO_PARTITION_FOR_GIVEN_VALUE, b"HY000", message)
@@ -156,6 +198,11 @@ impl ProxyError {
                 2013,
                 *b"HY000",
                 format!("Lost connection to the client: {m}").into_bytes(),
+            ),
+            Self::MergeCap(m) => (
+                ER_NOT_SUPPORTED_YET,
+                *b"42000",
+                format!("routekey-proxy doesn't yet support {m}").into_bytes(),
             ),
             Self::Internal(m) => (
                 ER_UNKNOWN_ERROR,

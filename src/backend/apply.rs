@@ -2,8 +2,9 @@
 //! what the proxy applied to it before ([`super::vars::AppliedState`]) is set.
 
 use super::conn::BackendConn;
-use super::vars::{CHARSET_VARS, SessionVars};
+use super::vars::SessionVars;
 use crate::error::ProxyError;
+use crate::sql::charset::CHARSET_VARS;
 use crate::sql::quote_ident;
 
 impl BackendConn {

@@ -85,7 +85,7 @@ impl Context {
                 .extend_from_slice(state.database.as_deref().unwrap_or("").as_bytes());
             self.bytes.push(0);
             for (name, value) in state.vars.iter() {
-                if name == "sql_mode" || super::vars::names_a_charset(name) {
+                if name == "sql_mode" || crate::sql::charset::names_a_charset(name) {
                     self.bytes.extend_from_slice(name.as_bytes());
                     self.bytes.push(b'=');
                     self.bytes.extend_from_slice(value);

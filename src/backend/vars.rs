@@ -119,20 +119,6 @@ impl SessionVars {
     }
 }
 
-/// Whether the variable `name` holds the name of a character set or a collation
-/// (`character_set_client`, `collation_connection`, ...).
-pub fn names_a_charset(name: &str) -> bool {
-    name.starts_with("character_set") || name.starts_with("collation")
-}
-
-/// The character set variables, set together with `SET NAMES` when they agree.
-pub const CHARSET_VARS: [&str; 4] = [
-    "character_set_client",
-    "character_set_connection",
-    "character_set_results",
-    "collation_connection",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;

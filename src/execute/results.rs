@@ -543,13 +543,9 @@ async fn finish_reply(conn: &mut BackendConn, in_rows: bool) -> Result<(), Proxy
 
 /// The error of a merge that would hold more than `sharding.merge_row_cap` rows.
 pub fn row_cap_error(cap: u64) -> ProxyError {
-    ProxyError::client(
-        crate::error::ER_NOT_SUPPORTED_YET,
-        b"42000",
-        format!(
-            "routekey-proxy doesn't yet support this merge of several shards: it would hold more than sharding.merge_row_cap = {cap} rows in memory (add a LIMIT, narrow it with a WHERE clause, or run it outside a transaction)"
-        ),
-    )
+    ProxyError::MergeCap(format!(
+        "this merge of several shards: it would hold more than sharding.merge_row_cap = {cap} rows in memory (add a LIMIT, narrow it with a WHERE clause, or run it outside a transaction)"
+    ))
 }
 
 /// Runs `sql` as a prepared statement on `conn` with the client's parameters that its

@@ -825,6 +825,14 @@ impl Session {
     }
 }
 
+/// The refusal of a statement naming the information_schema views the proxy answers
+/// itself, where it cannot answer them: `where_` says in what statements.
+pub(super) fn views_refused(where_: &str) -> ProxyError {
+    ProxyError::not_yet(format!(
+        "information_schema views the proxy answers (TABLES, COLUMNS, SCHEMATA, PROCESSLIST, ...) {where_}"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

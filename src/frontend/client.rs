@@ -172,7 +172,7 @@ impl Client {
     pub fn packet(&mut self, payload: &[u8]) -> Result<(), ProxyError> {
         if let Some(held) = &mut self.held_back {
             if held.packets.len() >= held.cap {
-                return Err(ProxyError::not_yet(format!(
+                return Err(ProxyError::MergeCap(format!(
                     "a cursor over a result of more than {} rows (sharding.merge_row_cap): the proxy holds a cursor's rows in memory; execute without a cursor to stream them",
                     held.cap
                 )));

@@ -21,7 +21,12 @@ use crate::plan::Plan;
 use crate::protocol::row::{ColumnMeta, Protocol, build_row, split_row, truncate_text_row};
 
 fn merge_error(e: MergeError) -> ProxyError {
-    ProxyError::not_yet(format!("{} (merging the results of several shards)", e.0))
+    let what = format!("{} (merging the results of several shards)", e.message);
+    if e.over_cap {
+        ProxyError::MergeCap(what)
+    } else {
+        ProxyError::not_yet(what)
+    }
 }
 
 /// OFFSET and LIMIT over the merged rows.
@@ -72,7 +77,7 @@ impl Shape {
         match self.protocol {
             Protocol::Text => truncate_text_row(packet, self.visible)
                 .map(<[u8]>::to_vec)
-                .ok_or_else(|| MergeError("a malformed row from a shard".to_owned())),
+                .ok_or_else(|| MergeError::new("a malformed row from a shard".to_owned())),
             Protocol::Binary => {
                 let mut values = Vec::with_capacity(self.metas.len());
                 split_row(packet, &self.metas, self.protocol, &mut values)?;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::client::Client;
 use super::session::Session;
 use crate::error::{
-    ER_NO_SUCH_THREAD, ER_PARSE_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR, ProxyError,
+    ER_CONNECTION_KILLED, ER_EMPTY_QUERY, ER_NO_SUCH_THREAD, ER_PARSE_ERROR, ER_SP_DOES_NOT_EXIST,
+    ProxyError,
 };
 use crate::protocol::packets::OkInfo;
 use crate::sql::command::{Command, RegionArg, classify};
@@ -28,7 +29,7 @@ impl Session {
         let statements = split_statements(text, self.lex_mode);
         if statements.is_empty() {
             if text.iter().all(u8::is_ascii_whitespace) {
-                let e = ProxyError::client(1065, b"42000", "Query was empty");
+                let e = ProxyError::client(ER_EMPTY_QUERY, b"42000", "Query was empty");
                 return client.error(&e);
             }
             // Only comments: the server answers OK.
@@ -314,13 +315,7 @@ impl Session {
                 )),
             },
             Command::Refused(what) => Err(ProxyError::unsupported(what)),
-            Command::Administrative(what) => Err(ProxyError::client(
-                ER_SPECIFIC_ACCESS_DENIED_ERROR,
-                b"42000",
-                format!(
-                    "Access denied; routekey-proxy does not forward account, privilege, database or server administration statements ({what}): run them on the servers directly"
-                ),
-            )),
+            Command::Administrative(what) => Err(ProxyError::administrative(what)),
         }
     }
 
@@ -417,7 +412,7 @@ impl Session {
             // Outside a transaction MySQL accepts SAVEPOINT and forgets it at once.
             if let Some((name, _)) = back_to {
                 return Err(ProxyError::client(
-                    1305,
+                    ER_SP_DOES_NOT_EXIST,
                     b"42000",
                     format!("SAVEPOINT {name} does not exist"),
                 ));
@@ -427,7 +422,7 @@ impl Session {
         if let Some((name, _)) = &back_to {
             if !self.txn.has_savepoint(name) {
                 return Err(ProxyError::client(
-                    1305,
+                    ER_SP_DOES_NOT_EXIST,
                     b"42000",
                     format!("SAVEPOINT {name} does not exist"),
                 ));
@@ -479,7 +474,11 @@ impl Session {
                 return Err(ProxyError::interrupted());
             }
             // As MariaDB does: an error, then the connection closes.
-            client.error(&ProxyError::client(1927, b"70100", "Connection was killed"))?;
+            client.error(&ProxyError::client(
+                ER_CONNECTION_KILLED,
+                b"70100",
+                "Connection was killed",
+            ))?;
             return Err(ProxyError::ClientGone("killed by its own KILL".into()));
         }
         // COM_PROCESS_KILL may be the first command after a reload that took `process` away.

@@ -8,10 +8,8 @@ use std::sync::Arc;
 
 use mysql_common::constants::CapabilityFlags;
 
-use crate::backend::{
-    BackendConn, Diagnostic,
-    vars::{CHARSET_VARS, SessionVars},
-};
+use crate::backend::vars::SessionVars;
+use crate::backend::{BackendConn, Diagnostic};
 use crate::config::DatasourceId;
 use crate::error::ProxyError;
 use crate::execute::{Transaction, Wants};
@@ -19,6 +17,7 @@ use crate::plan::scope::Scope;
 use crate::protocol::status;
 use crate::proxy::{Proxy, Runtime};
 use crate::rewrite::SessionValues;
+use crate::sql::charset::CHARSET_VARS;
 use crate::sql::charset::{Decoding, collation_names, decoding_for};
 use crate::sql::lexer::LexMode;
 

@@ -10,20 +10,12 @@ use mysql_common::constants::ColumnType;
 use super::client::Client;
 use super::session::Session;
 use crate::backend::BackendConn;
-use crate::backend::vars::names_a_charset;
 use crate::error::{ER_UNKNOWN_CHARACTER_SET, ProxyError};
 use crate::protocol::packets::OkInfo;
 use crate::rewrite::quote_string;
-use crate::sql::charset::decoding_for;
+use crate::sql::charset::names_a_charset;
+use crate::sql::charset::{CHARSET_VARS, decoding_for};
 use crate::sql::command::SetItem;
-
-/// Variables a `SET NAMES`/`SET CHARACTER SET` changes.
-const CHARSET_VARS: [&str; 4] = [
-    "character_set_client",
-    "character_set_connection",
-    "character_set_results",
-    "collation_connection",
-];
 
 /// A one-shot value (the next insert's auto-increment): not carried, the connection pins.
 const IDENTITY_VARS: [&str; 1] = ["insert_id"];

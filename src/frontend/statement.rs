@@ -97,8 +97,8 @@ impl Session {
             // with what its account sees of the whole server (SPEC §8a).
             let cx = self.analyze_context();
             if !prefix.is_empty() || token_mentions_sharded_table(sql, &lexed.tokens, cx) {
-                return Err(ProxyError::not_yet(
-                    "information_schema views the proxy answers (TABLES, COLUMNS, SCHEMATA, PROCESSLIST, ...) in statements on sharded tables or under SET STATEMENT",
+                return Err(super::catalog::views_refused(
+                    "in statements on sharded tables or under SET STATEMENT",
                 ));
             }
             return self
@@ -450,7 +450,7 @@ impl Session {
         let ran = match ran {
             Ok(ran) => ran,
             Err(e) => {
-                if e.to_string().contains("sharding.merge_row_cap") {
+                if matches!(e, ProxyError::MergeCap(_)) {
                     self.proxy.metrics.count_merge_cap_hit();
                 }
                 if let Some(code) = backend_error_code(&e) {
@@ -737,9 +737,7 @@ impl Session {
         self.txn.release_idle();
         match checked {
             Err(e) => e,
-            Ok(()) => ProxyError::not_yet(format!(
-                "statements on sharded tables that its SQL parser cannot read (parser: {message})"
-            )),
+            Ok(()) => crate::plan::refusal(&Refusal::Unparsed(message.to_owned())),
         }
     }
 }

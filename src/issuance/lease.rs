@@ -18,6 +18,7 @@ use mysql_async::{IsolationLevel, TxOpts};
 use thiserror::Error;
 
 use crate::config::Config;
+use crate::error::{ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE};
 
 /// A lease could not be taken or renewed.
 #[derive(Debug, Clone, Error)]
@@ -142,7 +143,8 @@ impl LeaseStore {
                     self.timeout
                 ))),
                 Ok(Err(mysql_async::Error::Server(e)))
-                    if attempt < 5 && (e.code == 1213 || e.code == 1205) =>
+                    if attempt < 5
+                        && (e.code == ER_LOCK_DEADLOCK || e.code == ER_LOCK_WAIT_TIMEOUT) =>
                 {
                     attempt += 1;
                     let pause = rand::random_range(5..50u64) * attempt;
@@ -323,7 +325,7 @@ impl LeaseStore {
             Ok(Ok(mine)) => Ok(mine),
             // ER_NO_SUCH_TABLE: the lease table was dropped or restored from before it
             // existed; the lease went with it, and another proxy may create the row again.
-            Ok(Err(mysql_async::Error::Server(e))) if e.code == 1146 => Ok(false),
+            Ok(Err(mysql_async::Error::Server(e))) if e.code == ER_NO_SUCH_TABLE => Ok(false),
             Ok(Err(e)) => Err(store_error(e)),
         }
     }

@@ -93,10 +93,13 @@ impl<'s> Groups<'s> {
             Some(&n) => n,
             None => {
                 if self.groups.len() as u64 >= self.cap {
-                    return Err(MergeError(format!(
-                        "more than sharding.merge_row_cap = {} groups to combine in memory",
-                        self.cap
-                    )));
+                    return Err(MergeError {
+                        message: format!(
+                            "more than sharding.merge_row_cap = {} groups to combine in memory",
+                            self.cap
+                        ),
+                        over_cap: true,
+                    });
                 }
                 self.groups.push(Group {
                     keys,
@@ -133,7 +136,7 @@ impl<'s> Groups<'s> {
     /// still gives its one row, as MySQL does.
     pub fn finish(mut self, order: &[SortKey]) -> Result<Vec<Merged>, MergeError> {
         if self.groups.is_empty() && self.spec.keys.is_empty() {
-            return Err(MergeError(
+            return Err(MergeError::new(
                 "an aggregate over several shards got no partial row".to_owned(),
             ));
         }
@@ -147,8 +150,8 @@ impl<'s> Groups<'s> {
                     group: &group,
                     visible,
                 };
-                let keep = having.eval(&scope).map_err(MergeError)?;
-                if super::expr::truth(&keep).map_err(MergeError)? != Some(true) {
+                let keep = having.eval(&scope).map_err(MergeError::new)?;
+                if super::expr::truth(&keep).map_err(MergeError::new)? != Some(true) {
                     continue;
                 }
             }
@@ -250,7 +253,7 @@ impl<'s> Groups<'s> {
                 Ok((encoded(&value, meta, self.protocol)?, key_of(value)))
             }
             Output::Expr(e) => {
-                let value = e.eval(scope).map_err(MergeError)?;
+                let value = e.eval(scope).map_err(MergeError::new)?;
                 Ok((encoded(&value, meta, self.protocol)?, key_of(value)))
             }
         }
@@ -280,7 +283,7 @@ fn combine(
                 });
             }
             _ => {
-                return Err(MergeError(
+                return Err(MergeError::new(
                     "SUM or AVG of floating-point or non-numeric values over several shards (the combined result would not be exact)".to_owned(),
                 ));
             }
@@ -313,7 +316,7 @@ fn combine(
 }
 
 fn add(a: &Value, b: &Value) -> Result<Value, MergeError> {
-    let overflow = || MergeError("a SUM beyond the merge's 38-digit arithmetic".to_owned());
+    let overflow = || MergeError::new("a SUM beyond the merge's 38-digit arithmetic".to_owned());
     Ok(match (a, b) {
         (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_add(*y).ok_or_else(overflow)?),
         _ => {
@@ -346,7 +349,9 @@ fn acc_value(acc: &Acc) -> Value {
 /// the quotient is truncated.
 fn average(sum: &Acc, count: &Acc, meta: Option<&ColumnMeta>) -> Result<Value, MergeError> {
     let (Acc::Sum(total), Acc::Count(n)) = (sum, count) else {
-        return Err(MergeError("an AVG without its SUM and COUNT".to_owned()));
+        return Err(MergeError::new(
+            "an AVG without its SUM and COUNT".to_owned(),
+        ));
     };
     let (Some(total), n) = (total, *n) else {
         return Ok(Value::Null);
@@ -354,17 +359,18 @@ fn average(sum: &Acc, count: &Acc, meta: Option<&ColumnMeta>) -> Result<Value, M
     if n == 0 {
         return Ok(Value::Null);
     }
-    let total = as_decimal(total).ok_or_else(|| MergeError("AVG of a non-number".to_owned()))?;
+    let total =
+        as_decimal(total).ok_or_else(|| MergeError::new("AVG of a non-number".to_owned()))?;
     let scale = match meta {
         Some(m) if matches!(m.column_type, 4 | 5) => {
-            return Err(MergeError(
+            return Err(MergeError::new(
                 "AVG of floating-point values over several shards (the combined result would not be exact)".to_owned(),
             ));
         }
         Some(m) => m.decimals,
         None => total.scale().saturating_add(4).min(38),
     };
-    let overflow = || MergeError("an AVG beyond the merge's 38-digit arithmetic".to_owned());
+    let overflow = || MergeError::new("an AVG beyond the merge's 38-digit arithmetic".to_owned());
     let q = if scale % 9 == 0 {
         truncated_quotient(&total, n, scale).ok_or_else(overflow)?
     } else {
@@ -402,7 +408,7 @@ fn encoded(
     match (value, meta) {
         (Value::Null, _) | (_, None) => Ok(None),
         (v, Some(m)) => Ok(Some(encode(v, m, protocol).map_err(|e| {
-            MergeError(match (e, v) {
+            MergeError::new(match (e, v) {
                 (ValueError::Unsupported(_), Value::Double(_)) => {
                     "a floating-point result of an expression over aggregates that MariaDB would print with an exponent or fixed decimals (the merge writes doubles from 1e-10 to 1e15 in the text protocol; select the aggregate itself)".to_owned()
                 }
@@ -437,7 +443,7 @@ impl Scope for GroupScope<'_, '_> {
         self.groups
             .first_row(self.group)
             .value(kc.value)
-            .map_err(|e| e.0)
+            .map_err(|e| e.message)
     }
 
     fn output(&self, i: usize) -> Result<Value, String> {
@@ -455,7 +461,7 @@ impl Scope for GroupScope<'_, '_> {
         let (raw, key) = self
             .groups
             .output(output, self.group, position, self)
-            .map_err(|e| e.0)?;
+            .map_err(|e| e.message)?;
         match (raw, meta, key) {
             (Some(raw), Some(meta), _) => {
                 super::value::decode(&raw, meta, self.groups.protocol).map_err(|e| e.to_string())

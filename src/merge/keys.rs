@@ -11,18 +11,33 @@ use crate::protocol::row::{ColumnMeta, Protocol, RowError, split_row};
 
 /// Why rows could not be merged; the statement fails with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct MergeError(pub String);
+#[error("{message}")]
+pub struct MergeError {
+    /// What went wrong, for the client.
+    pub message: String,
+    /// The merge would have held more than `sharding.merge_row_cap` rows or groups.
+    pub over_cap: bool,
+}
+
+impl MergeError {
+    /// Rows that cannot be merged (malformed, or values the merge cannot compute with).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            over_cap: false,
+        }
+    }
+}
 
 impl From<RowError> for MergeError {
     fn from(e: RowError) -> Self {
-        MergeError(format!("a malformed row from a shard: {e}"))
+        MergeError::new(format!("a malformed row from a shard: {e}"))
     }
 }
 
 impl From<super::value::ValueError> for MergeError {
     fn from(e: super::value::ValueError) -> Self {
-        MergeError(format!("a value the merge cannot read: {e}"))
+        MergeError::new(format!("a value the merge cannot read: {e}"))
     }
 }
 
@@ -169,7 +184,7 @@ impl<'a> Row<'a> {
         };
         let meta = &self.metas[i];
         if is_enum_or_set(meta) {
-            return Err(MergeError(
+            return Err(MergeError::new(
                 "comparing ENUM or SET values over several shards (they sort by index)".to_owned(),
             ));
         }
@@ -181,7 +196,7 @@ impl<'a> Row<'a> {
                     .then(|| self.raw(pad).unwrap_or_default().to_vec())
                     .filter(|p| !p.is_empty()),
             }),
-            (true, None) => Err(MergeError(
+            (true, None) => Err(MergeError::new(
                 "comparing text values over several shards without their collation weights"
                     .to_owned(),
             )),

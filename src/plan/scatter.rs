@@ -230,7 +230,7 @@ fn bind_limit<I: IndexTable>(
         match p.inputs.values.key(slot) {
             KeyValue::Id(n) => Ok(n),
             _ => Err(ProxyError::client(
-                1210,
+                crate::error::ER_WRONG_ARGUMENTS,
                 b"HY000",
                 "Incorrect arguments to LIMIT (routekey-proxy reads LIMIT and OFFSET as non-negative integers)",
             )),

@@ -29,14 +29,10 @@ use mysql_common::constants::CapabilityFlags;
 use super::client::Client;
 use super::session::Session;
 use crate::backend::FileRequest;
-use crate::error::{ER_PARSE_ERROR, ProxyError};
+use crate::error::{ER_LOAD_INFILE_CAPABILITY_DISABLED, ER_PARSE_ERROR, ProxyError};
 use crate::protocol::packets::OkInfo;
 use crate::sql::lexer::Lexed;
 use crate::sql::load_data::{self, LoadData};
-
-/// ER_LOAD_INFILE_CAPABILITY_DISABLED: what MariaDB answers a client that did not enable
-/// local files.
-const ER_LOAD_INFILE_CAPABILITY_DISABLED: u16 = 4166;
 
 /// MariaDB's message for [`ER_LOAD_INFILE_CAPABILITY_DISABLED`].
 const CAPABILITY_DISABLED: &str = "The used command is not allowed because the MariaDB server or client has disabled the local infile capability";

@@ -15,7 +15,10 @@ use registry::Kind;
 pub use registry::{LONG_DATA_LIMIT, MAX_PREPARED_STATEMENTS, PreparedStatement};
 
 use crate::config::ResultNames;
-use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
+use crate::error::{
+    ER_MAX_PREPARED_STMT_COUNT_REACHED, ER_STMT_HAS_NO_OPEN_CURSOR, ER_UNKNOWN_ERROR,
+    ER_UNKNOWN_STMT_HANDLER, ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS, ProxyError,
+};
 use crate::execute::Binding;
 use crate::frontend::client::Client;
 use crate::frontend::session::Session;
@@ -28,17 +31,6 @@ use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::hints::route_hints;
 use crate::sql::lexer::{Lexed, TokenKind, lex};
 use crate::sql::{Refusal, Target};
-
-/// ER_UNKNOWN_STMT_HANDLER.
-const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
-/// ER_UNSUPPORTED_PS: a statement the prepared-statement protocol does not take.
-const ER_UNSUPPORTED_PS: u16 = 1295;
-/// ER_WRONG_ARGUMENTS: a malformed execution.
-const ER_WRONG_ARGUMENTS: u16 = 1210;
-/// ER_MAX_PREPARED_STMT_COUNT_REACHED.
-const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
-/// ER_STMT_HAS_NO_OPEN_CURSOR.
-const ER_STMT_HAS_NO_OPEN_CURSOR: u16 = 1421;
 
 fn unknown(id: u32, command: &str) -> ProxyError {
     ProxyError::client(
@@ -86,15 +78,7 @@ impl Session {
         self.check_database_access(sql, &lexed)?;
         match classify(sql, &lexed.tokens, self.lex_mode) {
             Command::Statement => self.refuse_answered_views(sql, &lexed)?,
-            Command::Administrative(what) => {
-                return Err(ProxyError::client(
-                    crate::error::ER_SPECIFIC_ACCESS_DENIED_ERROR,
-                    b"42000",
-                    format!(
-                        "Access denied; routekey-proxy does not forward administration statements ({what})"
-                    ),
-                ));
-            }
+            Command::Administrative(what) => return Err(ProxyError::administrative(what)),
             Command::Begin
             | Command::Commit
             | Command::Rollback
@@ -362,8 +346,8 @@ impl Session {
         if crate::frontend::catalog::view_refs(sql, lexed, in_is).is_empty() {
             return Ok(());
         }
-        Err(ProxyError::not_yet(
-            "prepared statements on the information_schema views the proxy answers (TABLES, COLUMNS, SCHEMATA, PROCESSLIST, ...); send them as text",
+        Err(crate::frontend::catalog::views_refused(
+            "in prepared statements: send them as text",
         ))
     }
 

@@ -81,10 +81,11 @@ impl IndexWrites {
                 let mut conn = pool.get_conn().await?;
                 match conn.exec_drop(&self.insert, (order_id, channel)).await {
                     Ok(()) => Ok(None),
-                    Err(mysql_async::Error::Server(e)) if e.code == 1062 => conn
-                        .exec_first::<Option<String>, _, _>(&self.channel_of, (order_id,))
-                        .await
-                        .map(|c| Some(c.flatten())),
+                    Err(mysql_async::Error::Server(e)) if e.code == crate::error::ER_DUP_ENTRY => {
+                        conn.exec_first::<Option<String>, _, _>(&self.channel_of, (order_id,))
+                            .await
+                            .map(|c| Some(c.flatten()))
+                    }
                     Err(e) => Err(e),
                 }
             })
@@ -122,7 +123,9 @@ impl IndexWrites {
                 let mut conn = pool.get_conn().await?;
                 match conn.exec_drop(sql, params).await {
                     Ok(()) => Ok(true),
-                    Err(mysql_async::Error::Server(e)) if e.code == 1062 => Ok(false),
+                    Err(mysql_async::Error::Server(e)) if e.code == crate::error::ER_DUP_ENTRY => {
+                        Ok(false)
+                    }
                     Err(e) => Err(e),
                 }
             })
