@@ -21,6 +21,7 @@ use crate::error::ProxyError;
 use crate::execute::results::Extras;
 use crate::plan::Plan;
 use crate::protocol::packets::{parse_text_row, read_lenenc_bytes};
+use crate::protocol::status::MoreResults;
 use crate::rewrite::{quote_ident, quote_string};
 use crate::sql::lexer::{Lexed, TokenKind};
 
@@ -447,7 +448,7 @@ impl Session {
         sql: &[u8],
         lexed: &Lexed,
         refs: &[ViewRef],
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let (_, copies_in) = self.copies_home();
         let rewritten = rewrite(sql, lexed, refs, &copies_in, self.database.as_deref());
@@ -465,7 +466,7 @@ impl Session {
         sql: &[u8],
         database: Option<&str>,
         filter: Option<usize>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let Some(db) = database.or(self.database.as_deref()).map(str::to_owned) else {
             return Err(ProxyError::client(
@@ -505,7 +506,7 @@ impl Session {
         views: &[View],
         only_schema: Option<&str>,
         query: Vec<u8>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let (ds, copies_in) = self.copies_home();
         let plan = Plan::single(ds, query, Some(std::sync::Arc::new(copy_names(&copies_in))));
@@ -675,7 +676,7 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
         filter: Option<usize>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let (_, copies_in) = self.copies_home();
         let copy = copy_name(&copies_in, VIEWS[4]);

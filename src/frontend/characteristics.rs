@@ -37,6 +37,7 @@
 use super::client::Client;
 use super::session::Session;
 use crate::error::ProxyError;
+use crate::protocol::status::MoreResults;
 use crate::sql::characteristics::parse_set_transaction;
 use crate::sql::lexer::{Lexed, Token, TokenKind};
 use crate::sql::{Analysis, Target, Verb};
@@ -154,7 +155,7 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
         lexed: &Lexed,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let tokens = &lexed.tokens;
         let after = tokens

@@ -11,6 +11,7 @@ use crate::error::{ER_PARSE_ERROR, ProxyError};
 use crate::plan::explain::{COLUMNS, ExplainRow, rows};
 use crate::protocol::binary::ParamValue;
 use crate::protocol::packets::ColumnSpec;
+use crate::protocol::status::MoreResults;
 use crate::sql::command::{Command, classify};
 use crate::sql::lexer::{Lexed, lex};
 
@@ -81,7 +82,7 @@ impl Session {
         sql: &[u8],
         body: usize,
         params: Option<&[ParamValue]>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let lexed = explained(sql, body, self)?;
         let inner = &sql[body..];

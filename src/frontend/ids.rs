@@ -9,6 +9,7 @@ use crate::config::ChannelId;
 use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
 use crate::issuance::{Caller, IssueFailure};
 use crate::protocol::packets::ColumnSpec;
+use crate::protocol::status::MoreResults;
 use crate::route::value::StatementValues;
 use crate::sql::hints::RouteHints;
 use crate::sql::{Analysis, Target};
@@ -113,7 +114,7 @@ impl Session {
         client: &mut Client,
         region: Option<&str>,
         column: &str,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let channel = self.channel_of_region(region);
         let id = self.issue_ids(channel, 1).await?[0];
@@ -139,7 +140,7 @@ impl Session {
         let id = self.issue_ids(channel, 1).await?[0];
         self.warnings.clear();
         self.row_count = -1;
-        let status = self.final_status(false);
+        let status = self.final_status(MoreResults::None);
         client.binary_result_set(
             &[id_column(column)],
             &[vec![Some(id.to_string().into_bytes())]],
@@ -149,7 +150,11 @@ impl Session {
 
     /// `SHOW ROUTEKEY CALLERS`: callers that asked for ids without a region, most first
     /// (MySQL user and `program_name`, or `http/` and the User-Agent).
-    pub fn show_callers(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+    pub fn show_callers(
+        &mut self,
+        client: &mut Client,
+        more: MoreResults,
+    ) -> Result<(), ProxyError> {
         let callers = self.proxy.issuer.stats().top_callers(100);
         self.name_count_result(client, ("Caller", 256), "Ids_without_region", callers, more)
     }

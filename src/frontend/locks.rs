@@ -9,6 +9,7 @@ use super::session::Session;
 use crate::config::{Config, DatasourceId};
 use crate::error::ProxyError;
 use crate::protocol::packets::OkInfo;
+use crate::protocol::status::MoreResults;
 use crate::rewrite::quote_ident;
 use crate::sql::command::Lock;
 
@@ -85,7 +86,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         lock: &Lock,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let statements = lock_statements(lock, &self.rt.config, self.in_logical_database())?;
         // Its implicit commit spends pending `SET TRANSACTION` characteristics (MariaDB
@@ -127,7 +128,7 @@ impl Session {
     pub(super) async fn unlock_tables(
         &mut self,
         client: &mut Client,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         if self.txn.tables_locked() {
             self.txn.clear_next_characteristics();

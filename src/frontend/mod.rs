@@ -31,6 +31,7 @@ use mysql_common::constants::{CapabilityFlags, Command};
 
 use crate::error::{ER_UNKNOWN_COM_ERROR, ProxyError};
 use crate::protocol::packets::{OkInfo, eof_packet};
+use crate::protocol::status::MoreResults;
 use crate::proxy::Proxy;
 use client::Client;
 use session::Session;
@@ -286,7 +287,7 @@ async fn command(
         c if c == Command::COM_QUERY as u8 => session.query(client, body).await?,
         c if c == Command::COM_INIT_DB as u8 => {
             let db = String::from_utf8_lossy(body).into_owned();
-            if let Err(e) = session.use_database(client, &db, false).await {
+            if let Err(e) = session.use_database(client, &db, MoreResults::None).await {
                 reply_error(session, client, &e)?;
             }
         }
@@ -324,7 +325,7 @@ async fn command(
             let id = body
                 .get(..4)
                 .map(|b| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes"))));
-            if let Err(e) = session.kill(client, false, id, false).await {
+            if let Err(e) = session.kill(client, false, id, MoreResults::None).await {
                 reply_error(session, client, &e)?;
             }
         }

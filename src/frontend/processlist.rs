@@ -7,6 +7,7 @@ use super::client::Client;
 use super::session::Session;
 use super::show::{unsigned_column, varchar};
 use crate::error::ProxyError;
+use crate::protocol::status::MoreResults;
 
 /// How many characters of a statement `SHOW PROCESSLIST` (without `FULL`) shows, as in MySQL.
 const INFO_CHARS: usize = 100;
@@ -59,7 +60,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         full: bool,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let charset = self.result_charset();
         let nullable = |mut c: crate::protocol::packets::ColumnSpec<'static>| {

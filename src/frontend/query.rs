@@ -12,6 +12,7 @@ use crate::error::{
     ProxyError,
 };
 use crate::protocol::packets::OkInfo;
+use crate::protocol::status::MoreResults;
 use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::lexer::{Lexed, Piece, lex, split_query, split_statements};
 
@@ -33,7 +34,7 @@ impl Session {
                 return client.error(&e);
             }
             // Only comments: the server answers OK.
-            return self.ok(client, false);
+            return self.ok(client, MoreResults::None);
         }
         let multi = client
             .caps
@@ -71,7 +72,11 @@ impl Session {
         let mut offset = 0;
         let mut pieces = std::collections::VecDeque::from(pieces);
         while let Some(piece) = pieces.pop_front() {
-            let more = !pieces.is_empty();
+            let more = if pieces.is_empty() {
+                MoreResults::None
+            } else {
+                MoreResults::Follow
+            };
             let range = match piece {
                 Piece::Statement(range) => range,
                 Piece::TrailingComment => return self.ok(client, more),
@@ -109,7 +114,8 @@ impl Session {
         sql: &[u8],
         lexed: Lexed,
     ) -> Result<(), ProxyError> {
-        self.each_statement(client, sql, Some(lexed), false).await?;
+        self.each_statement(client, sql, Some(lexed), MoreResults::None)
+            .await?;
         self.handle.set_activity(self.database.as_deref(), None);
         Ok(())
     }
@@ -121,7 +127,7 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
         lexed: Option<Lexed>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<bool, ProxyError> {
         let started = std::time::Instant::now();
         self.handle
@@ -156,7 +162,7 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
         lexed: Option<Lexed>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         self.refresh()?;
         let limit = self
@@ -182,7 +188,7 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
         lexed: Option<Lexed>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let lexed = lexed.unwrap_or_else(|| lex(sql, self.lex_mode));
         if lexed.tokens.iter().any(|t| t.is_punct(sql, "\0")) {
@@ -216,7 +222,7 @@ impl Session {
         lexed: &Lexed,
         command: Command,
         shape: Option<Vec<u8>>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         match command {
             Command::Statement => self.data_statement(client, sql, lexed, shape, more).await,
@@ -341,7 +347,7 @@ impl Session {
         }
     }
 
-    fn ok(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+    fn ok(&mut self, client: &mut Client, more: MoreResults) -> Result<(), ProxyError> {
         self.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
@@ -355,7 +361,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         sql: &[u8],
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let lexed = crate::sql::lexer::lex(sql, self.lex_mode);
         // Checked here: the text is replayed later on each datasource the transaction
@@ -392,7 +398,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         sql: &[u8],
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         self.txn.end(sql).await?;
         self.ok(client, more)
@@ -406,7 +412,7 @@ impl Session {
         sql: &[u8],
         set: Option<String>,
         back_to: Option<(String, bool)>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         if !self.in_transaction() && self.autocommit {
             // Outside a transaction MySQL accepts SAVEPOINT and forgets it at once.
@@ -458,7 +464,7 @@ impl Session {
         client: &mut Client,
         query_only: bool,
         id: Option<u64>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let unknown = || {
             ProxyError::client(

@@ -15,6 +15,7 @@ use crate::error::ProxyError;
 use crate::execute::{Transaction, Wants};
 use crate::plan::scope::Scope;
 use crate::protocol::status;
+use crate::protocol::status::MoreResults;
 use crate::proxy::{Proxy, Runtime};
 use crate::rewrite::SessionValues;
 use crate::sql::charset::CHARSET_VARS;
@@ -229,12 +230,12 @@ impl Session {
 
     /// Status flags for the client's OK and EOF packets (see [`crate::protocol::status`]).
     pub(super) fn status(&self) -> u16 {
-        self.final_status(false)
+        self.final_status(MoreResults::None)
     }
 
     /// Status flags of a statement's final packet: `more` when another statement of the
     /// same query follows.
-    pub(super) fn final_status(&self, more: bool) -> u16 {
+    pub(super) fn final_status(&self, more: MoreResults) -> u16 {
         let in_transaction = self.txn.shown();
         status::session(
             self.autocommit,

@@ -12,6 +12,7 @@ use super::session::Session;
 use crate::backend::BackendConn;
 use crate::error::{ER_UNKNOWN_CHARACTER_SET, ProxyError};
 use crate::protocol::packets::OkInfo;
+use crate::protocol::status::MoreResults;
 use crate::rewrite::quote_string;
 use crate::sql::charset::names_a_charset;
 use crate::sql::charset::{CHARSET_VARS, decoding_for};
@@ -243,7 +244,7 @@ impl Session {
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
         items: &[SetItem],
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         refusal(items)?;
         if items.len() > 1 && items[1..].contains(&SetItem::Transaction { session: false }) {
@@ -444,7 +445,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         database: &str,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         self.select_database(database).await?;
         self.warnings.clear();

@@ -11,6 +11,7 @@ use crate::error::ProxyError;
 use crate::protocol::packets::{
     ColumnSpec, parse_text_row, put_lenenc_int, rewrite_column_definition, text_row,
 };
+use crate::protocol::status::MoreResults;
 use crate::rewrite::quote_ident;
 use crate::sql::TokSpan;
 use crate::sql::lexer::Lexed;
@@ -67,7 +68,7 @@ impl Session {
         client: &mut Client,
         errors_only: bool,
         count: bool,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let rows: Vec<_> = self
             .warnings
@@ -128,7 +129,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         sql: &[u8],
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let ds = self.rt.config.sharding.default_datasource;
         let conn = self.connection(ds).await?;
@@ -163,7 +164,11 @@ impl Session {
     /// `SHOW ROUTEKEY STATS`: resolutions by layer since the proxy started, decode failures
     /// by reason, context conflicts, hints followed for unknown ids, and (with a Redis tier)
     /// Redis lookups by result.
-    pub fn show_route_stats(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+    pub fn show_route_stats(
+        &mut self,
+        client: &mut Client,
+        more: MoreResults,
+    ) -> Result<(), ProxyError> {
         use crate::route::Layer;
         let stats = self.rt.router.stats();
         let mut rows: Vec<(String, u64)> = Layer::ALL
@@ -222,7 +227,7 @@ impl Session {
         (name, chars): (&str, u32),
         count: &str,
         rows: Vec<(String, u64)>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let columns = [
             varchar(name, chars, self.result_charset()),
@@ -249,7 +254,11 @@ impl Session {
     /// configuration's sharded tables), `pool` (its datasource's main pool: `up` with its
     /// open and idle connections, or `down` with the last connect error when it has no
     /// connection and connecting failed).
-    pub fn show_route_shards(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+    pub fn show_route_shards(
+        &mut self,
+        client: &mut Client,
+        more: MoreResults,
+    ) -> Result<(), ProxyError> {
         let config = &self.rt.config;
         let pools = self.rt.pools.report();
         let charset = self.result_charset();
@@ -298,7 +307,11 @@ impl Session {
     /// for clients with CLIENT_FOUND_ROWS): `datasource`, `pool`, `size`, `open`, `idle`,
     /// `in_use`, `waits` (checkouts that waited, since the pool was built), `timeouts`
     /// (of those, the ones that gave up), `connect_errors`, `last_error`.
-    pub fn show_route_pools(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+    pub fn show_route_pools(
+        &mut self,
+        client: &mut Client,
+        more: MoreResults,
+    ) -> Result<(), ProxyError> {
         let charset = self.result_charset();
         let columns = [
             varchar("datasource", 64, charset),
@@ -344,7 +357,7 @@ impl Session {
         database: Option<&str>,
         like_pattern: Option<&[u8]>,
         filtered: bool,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let config = self.rt.config.clone();
         let logical = &config.sharding.logical_database;
@@ -437,7 +450,7 @@ impl Session {
         table: TokSpan,
         database: Option<TokSpan>,
         names_in_rows: bool,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let config = self.rt.config.clone();
         let mode = self.lex_mode;
@@ -511,7 +524,7 @@ impl Session {
         physical: &str,
         logical: &str,
         names: &std::sync::Arc<ResultNames>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let fetched = match self.connection(ds).await {
             Ok(conn) => conn.query_raw(sql).await,

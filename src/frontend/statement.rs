@@ -14,6 +14,7 @@ use crate::execute::{Binding, Results};
 use crate::plan::{Inputs, Plan, PlanKind, ScatterPolicy, Text};
 use crate::protocol::binary::ParamValue;
 use crate::protocol::packets::OkInfo;
+use crate::protocol::status::MoreResults;
 use crate::route::value::StatementValues;
 use crate::sql::analyze::{AnalyzeContext, analyze, token_mentions_sharded_table};
 use crate::sql::hints::{RouteHints, route_hints};
@@ -71,7 +72,7 @@ impl Session {
         sql: &[u8],
         lexed: &Lexed,
         shape: Option<Vec<u8>>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let (prefix, sql, inner) = match set_statement_body(sql, lexed) {
             // SET STATEMENT var = value FOR <statement> (Connector/J's query timeout): the
@@ -128,7 +129,7 @@ impl Session {
         lexed: &Lexed,
         prefix: &[u8],
         analysis: Arc<Analysis>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let hints = route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
         let statement = self
@@ -246,7 +247,7 @@ impl Session {
         plan: &Plan,
         s: &Prepared<'_>,
         binding: Option<&Binding<'_>>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         match plan.kind {
             PlanKind::AwaitsIds => {
@@ -350,7 +351,7 @@ impl Session {
         plan: &Plan,
         binding: Option<&Binding<'_>>,
         extras: Extras,
-        more: bool,
+        more: MoreResults,
     ) -> Result<Ran, ProxyError> {
         let limit = plan
             .steps
@@ -400,7 +401,7 @@ impl Session {
         plan: &Plan,
         binding: Option<&Binding<'_>>,
         mut extras: Extras,
-        more: bool,
+        more: MoreResults,
     ) -> Result<Ran, ProxyError> {
         let parallel =
             (!self.in_transaction() && self.autocommit && !self.txn.pinned()).then(|| {
@@ -445,7 +446,7 @@ impl Session {
         client: &mut Client,
         plan: &Plan,
         ran: Result<Ran, ProxyError>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let ran = match ran {
             Ok(ran) => ran,
@@ -547,7 +548,7 @@ impl Session {
         datasource: crate::config::DatasourceId,
         sql: Vec<u8>,
         names: Option<std::sync::Arc<crate::config::ResultNames>>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let plan = Plan::single(datasource, sql, names);
         self.warnings.clear();
@@ -559,7 +560,7 @@ impl Session {
 
     /// A write that matches no row: MySQL's OK (no info: the server has none for an
     /// impossible WHERE either), without touching a backend.
-    fn no_rows(&mut self, client: &mut Client, more: bool) -> Result<(), ProxyError> {
+    fn no_rows(&mut self, client: &mut Client, more: MoreResults) -> Result<(), ProxyError> {
         self.row_count = 0;
         self.warnings.clear();
         client.ok(&OkInfo {

@@ -54,6 +54,16 @@ pub const SQL_MODE: u16 = NO_BACKSLASH_ESCAPES | ANSI_QUOTES;
 const FROM_BACKEND: u16 =
     STATEMENT | IN_TRANS | IN_TRANS_READONLY | MORE_RESULTS_EXISTS | PS_OUT_PARAMS;
 
+/// Whether more statements of the same `COM_QUERY` follow the one being answered (a
+/// multi-statement): its final packet then carries [`MORE_RESULTS_EXISTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoreResults {
+    /// Another statement of the query follows.
+    Follow,
+    /// This statement is the query's last (or its only one).
+    None,
+}
+
 /// The status word of a reply the proxy builds for a session: `autocommit`, whether a
 /// transaction is open and whether it is read-only, the flags of its `sql_mode`
 /// ([`sql_mode_flags`]) and whether more results follow in the same command.
@@ -62,7 +72,7 @@ pub fn session(
     in_transaction: bool,
     read_only: bool,
     sql_mode: u16,
-    more: bool,
+    more: MoreResults,
 ) -> u16 {
     let mut status = sql_mode & SQL_MODE;
     if autocommit {
@@ -74,7 +84,7 @@ pub fn session(
             status |= IN_TRANS_READONLY;
         }
     }
-    if more {
+    if more == MoreResults::Follow {
         status |= MORE_RESULTS_EXISTS;
     }
     status
@@ -135,7 +145,13 @@ mod tests {
 
     #[test]
     fn a_relayed_word_takes_the_statement_from_the_backend_and_the_session_from_the_proxy() {
-        let session_word = session(true, false, false, NO_BACKSLASH_ESCAPES, true);
+        let session_word = session(
+            true,
+            false,
+            false,
+            NO_BACKSLASH_ESCAPES,
+            MoreResults::Follow,
+        );
         assert_eq!(
             session_word,
             AUTOCOMMIT | NO_BACKSLASH_ESCAPES | MORE_RESULTS_EXISTS
@@ -153,10 +169,10 @@ mod tests {
             AUTOCOMMIT
         );
         // autocommit off: the statement opened the transaction.
-        let off = session(false, false, false, 0, false);
+        let off = session(false, false, false, 0, MoreResults::None);
         assert_eq!(relayed(off, IN_TRANS), IN_TRANS);
         // A read-only flag without a transaction is not reported.
-        assert_eq!(session(true, false, true, 0, false), AUTOCOMMIT);
+        assert_eq!(session(true, false, true, 0, MoreResults::None), AUTOCOMMIT);
         // With autocommit on, a transaction only a backend reports is the proxy's own.
         assert_eq!(
             relayed(AUTOCOMMIT, IN_TRANS | IN_TRANS_READONLY | NO_INDEX_USED),

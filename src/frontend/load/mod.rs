@@ -31,6 +31,7 @@ use super::session::Session;
 use crate::backend::FileRequest;
 use crate::error::{ER_LOAD_INFILE_CAPABILITY_DISABLED, ER_PARSE_ERROR, ProxyError};
 use crate::protocol::packets::OkInfo;
+use crate::protocol::status::MoreResults;
 use crate::sql::lexer::Lexed;
 use crate::sql::load_data::{self, LoadData};
 
@@ -69,7 +70,7 @@ impl Session {
         client: &mut Client,
         sql: &[u8],
         lexed: &Lexed,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         if !client.caps.contains(CapabilityFlags::CLIENT_LOCAL_FILES) {
             return Err(ProxyError::client(
@@ -144,7 +145,7 @@ impl Session {
         load: &LoadData,
         ds: crate::config::DatasourceId,
         statement: &[u8],
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         self.warnings.clear();
         self.connection(ds).await?;

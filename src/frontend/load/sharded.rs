@@ -14,6 +14,7 @@ use crate::config::{ChannelId, DatasourceId, TableId};
 use crate::error::ProxyError;
 use crate::protocol::binary::ParamValue;
 use crate::protocol::packets::{OkInfo, sum_infos};
+use crate::protocol::status::MoreResults;
 use crate::route::Effects;
 use crate::route::value::StatementValues;
 use crate::sql::load_data::LoadData;
@@ -107,7 +108,7 @@ impl Session {
         lexed: &crate::sql::lexer::Lexed,
         load: &LoadData,
         table: TableId,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         let layout = self.load_layout(load, table).await?;
         let hints =
@@ -208,7 +209,7 @@ impl Session {
         if self.txn.tables_locked() {
             return refuse("under LOCK TABLES (UNLOCK TABLES first)".into());
         }
-        if self.final_status(false) & crate::protocol::status::IN_TRANS_READONLY != 0 {
+        if self.final_status(MoreResults::None) & crate::protocol::status::IN_TRANS_READONLY != 0 {
             // As MariaDB answers it, before it asks for the file.
             return Err(ProxyError::client(
                 crate::error::ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION,
@@ -711,7 +712,7 @@ impl Session {
         &mut self,
         client: &mut Client,
         mut l: Loader<'_>,
-        more: bool,
+        more: MoreResults,
     ) -> Result<(), ProxyError> {
         if l.affected > 0 {
             self.txn.record_changed_rows();

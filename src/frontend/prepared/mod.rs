@@ -26,6 +26,7 @@ use crate::protocol::binary::{self, LongData, param_value};
 use crate::protocol::packets::{
     ColumnSpec, column_definition, eof_packet, rewrite_column_definition,
 };
+use crate::protocol::status::MoreResults;
 use crate::rewrite::{KeyEdits, Statement as Rewrite};
 use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::hints::route_hints;
@@ -392,7 +393,7 @@ impl Session {
                     .map(|p| param_value(payload, p))
                     .collect();
                 let (sql, body) = (statement.sql.clone(), *body);
-                self.explain_route(client, &sql, body, Some(&values), false)
+                self.explain_route(client, &sql, body, Some(&values), MoreResults::None)
                     .await
             }
             Kind::NextOrderId { region, column } => {
@@ -440,7 +441,7 @@ impl Session {
                     binary: true,
                 };
                 let plan = self.plan(&prepared, false).await?;
-                self.execute(client, &plan, &prepared, Some(&binding), false)
+                self.execute(client, &plan, &prepared, Some(&binding), MoreResults::None)
                     .await
             }
         }
