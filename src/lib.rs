@@ -2,27 +2,32 @@
 //! route key embedded in order ids (see `SPEC.md` in the repository's shared folder and
 //! `README.md`).
 //!
-//! Data flows one way, and the modules say so (no module imports one that imports it):
+//! The modules are layers. A module imports only modules of lower layers, and no file
+//! imports one that imports it (`tests/architecture.rs` reads the `use` lines and paths of
+//! every file and fails otherwise; `docs/architecture.md` draws the same table and follows
+//! one statement through it):
 //!
 //! ```text
-//! client socket -> frontend (MySQL protocol: handshake, command loop, one session each)
-//!               -> sql      (lex, classify, parse with sqlparser: tables, order ids, hints)
-//!               -> plan     (pure: each id's route and layer, each shard's statement, the merge)
-//!                  route    (order id -> channel -> shard: decode, context, cache, index)
-//!                  rewrite  (logical table -> physical table, per shard)
-//!               -> execute  (runs a plan's steps on backend connections; applies effects)
-//!               -> backend  (per-datasource pools; replies read by one reader, never relayed)
-//!               <- frontend (merge: k-way order, groups, aggregates; answers the client)
+//! 11 process                    signals, the configuration file watch
+//! 10 server admin tools         the listener and drain; the HTTP port; operator commands
+//!  9 frontend                   the client protocol and, for now, each session's handling
+//!  8 proxy                      the state sessions share (configuration, pools, router, issuer)
+//!  7 execute                    runs a plan's steps on backend connections, applies effects
+//!  6 plan issuance legacy       the pure planner; order id issuance; verify and backfill
+//!  5 backend route rewrite      per-datasource pools and the one reply reader; order id ->
+//!                               channel -> shard; logical -> physical SQL
+//!  4 sql                        lex, classify, parse (sqlparser): tables, order ids, hints
+//!  3 merge                      exact values and the merge of several shards' rows
+//!  2 protocol access            packets, rows, binary values, status words; client logins
+//!    session_registry           and TLS; the sessions by connection id (KILL)
+//!  1 config                     typed, validated configuration
+//!  0 error metrics crypto id    leaves: errors as MySQL errors, counters, the TLS provider,
+//!                               the order id layout and its decoding
 //! ```
 //!
-//! Beside the flow: [`id`] (the order id layout and route key decoding), [`config`] (typed,
-//! validated), [`error`] (every error as a MySQL error), [`merge`] (exact values and the
-//! merge of several shards' rows), [`proxy`] (the state sessions share, reloads),
-//! [`server`] (the listener and the drain), [`sessions`] (the session registry), and around
-//! the process: [`process`] (signals, file watch), [`admin`] (the HTTP port: probes,
-//! `/metrics`, order ids) and [`metrics`] (counters every layer may bump). Off the data path:
-//! [`legacy`] (`verify` and `index backfill`, the tools for legacy ids) and [`tools`] (the
-//! other operator commands).
+//! A statement flows down from the client socket (frontend) through sql, plan (with route
+//! and rewrite), execute and backend, and its reply comes back up to the frontend, the only
+//! layer that writes to a client.
 
 pub mod access;
 pub mod admin;
@@ -44,6 +49,6 @@ pub mod proxy;
 pub mod rewrite;
 pub mod route;
 pub mod server;
-pub mod sessions;
+pub mod session_registry;
 pub mod sql;
 pub mod tools;

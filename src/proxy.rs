@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::backend::Pools;
 use crate::config::Config;
+use crate::execute::Target;
+use crate::execute::control::{Source, control_connection};
 use crate::route::Router;
 use crate::route::index::MysqlIndexTable;
 use crate::sql::shape::AnalysisCache;
@@ -84,7 +86,7 @@ pub struct Proxy {
     /// The order id service.
     pub issuer: Arc<crate::issuance::Issuer>,
     /// Sessions by connection id (KILL).
-    pub sessions: crate::sessions::Registry,
+    pub sessions: crate::session_registry::Registry,
     /// The caching_sha2_password fast-path cache and recent failed logins.
     pub logins: crate::access::Logins,
     /// Counters for `/metrics`.
@@ -201,12 +203,18 @@ impl Proxy {
         for (i, ds) in runtime.config.datasources.iter().enumerate() {
             let id = crate::config::DatasourceId(i as u16);
             let read = async {
-                let mut conn =
-                    crate::backend::BackendConn::connect(ds, id, false, max_packet).await?;
+                let mut conn = control_connection(
+                    &runtime.pools,
+                    ds,
+                    Target::read(id),
+                    max_packet,
+                    Source::Own,
+                )
+                .await?;
                 let (_, rows) = conn
                     .query_rows(b"SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
                     .await?;
-                conn.quit().await;
+                conn.close().await;
                 Ok::<_, crate::error::ProxyError>(rows)
             };
             match tokio::time::timeout(std::time::Duration::from_secs(5), read).await {
@@ -277,7 +285,14 @@ impl Proxy {
         let ds = runtime.config.sharding.default_datasource;
         let limit = runtime.config.datasource(ds).connect_timeout * 2;
         let read = async {
-            let mut conn = runtime.pools.get(ds, false).await?;
+            let mut conn = control_connection(
+                &runtime.pools,
+                runtime.config.datasource(ds),
+                Target::read(ds),
+                runtime.config.server.max_packet_size,
+                Source::Pool,
+            )
+            .await?;
             let (_, rows) = conn
                 .query_rows(b"SELECT CONVERT(@@global.sql_mode USING binary), @@global.wait_timeout, @@global.interactive_timeout, @@global.session_track_schema, @@global.idle_transaction_timeout, @@global.idle_readonly_transaction_timeout, @@global.idle_write_transaction_timeout LIMIT 1")
                 .await?;
@@ -397,7 +412,14 @@ impl Proxy {
         let learnt = self
             .backend_version
             .get_or_try_init(|| async {
-                let conn = runtime.pools.get(ds, false).await?;
+                let conn = control_connection(
+                    &runtime.pools,
+                    runtime.config.datasource(ds),
+                    Target::read(ds),
+                    runtime.config.server.max_packet_size,
+                    Source::Pool,
+                )
+                .await?;
                 Ok::<_, crate::error::ProxyError>(conn.server_version().to_owned())
             })
             .await;

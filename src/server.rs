@@ -162,7 +162,7 @@ pub async fn serve(
     // Idle clients past their wait_timeout, for as long as the proxy serves.
     let sweeper = Arc::downgrade(&proxy);
     let sweeping = tokio::spawn(async move {
-        let mut every = tokio::time::interval(crate::sessions::IDLE_SWEEP);
+        let mut every = tokio::time::interval(crate::session_registry::IDLE_SWEEP);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;

@@ -316,7 +316,7 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     // The wire encoding (packets, rows, binary values, status words), client access, the
     // session registry.
-    &["protocol", "access", "sessions"],
+    &["protocol", "access", "session_registry"],
     // Exact values and the merge of several shards' rows.
     &["merge"],
     // The statement parser and analysis.
@@ -334,6 +334,57 @@ const LAYERS: &[&[&str]] = &[
     &["server", "admin", "tools"],
     &["process"],
 ];
+
+/// The layer table drawn in `lib.rs`'s module documentation: each numbered line starts a
+/// layer, and a continuation line's first word that names a module belongs to it.
+fn drawn_layers() -> Vec<Vec<String>> {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("read src/lib.rs");
+    let drawing = lib
+        .split("//! ```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("//! ```").next())
+        .expect("a text drawing in lib.rs");
+    let mut layers: Vec<(usize, Vec<String>)> = Vec::new();
+    for line in drawing.lines() {
+        let line = line.trim_start_matches("//!");
+        let (names, _) = line.split_at(line.len().min(30));
+        let mut words = names.split_whitespace().peekable();
+        match words.peek().map(|w| w.parse::<usize>()) {
+            Some(Ok(n)) => {
+                words.next();
+                layers.push((n, words.map(str::to_owned).collect()));
+            }
+            Some(Err(_)) if line.starts_with("    ") && !line.starts_with("      ") => {
+                let last = layers.last_mut().expect("a layer before its continuation");
+                last.1.extend(words.map(str::to_owned));
+            }
+            _ => {}
+        }
+    }
+    layers.sort_by_key(|(n, _)| *n);
+    layers.into_iter().map(|(_, names)| names).collect()
+}
+
+#[test]
+fn the_drawing_in_lib_rs_is_the_layer_table() {
+    let want: Vec<Vec<String>> = LAYERS
+        .iter()
+        .map(|l| {
+            let mut v: Vec<String> = l.iter().map(|s| (*s).to_owned()).collect();
+            v.sort();
+            v
+        })
+        .collect();
+    let got: Vec<Vec<String>> = drawn_layers()
+        .into_iter()
+        .map(|mut v| {
+            v.sort();
+            v
+        })
+        .collect();
+    assert_eq!(got, want, "lib.rs draws other layers than LAYERS");
+}
 
 fn layer(module: &str) -> usize {
     LAYERS
@@ -380,6 +431,39 @@ fn no_file_is_in_an_import_circle() {
             .map(|c| c.join(" "))
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// Backend connections are opened and taken from the pools only in `backend/` and
+/// `execute/`: everything else asks the doors there (`Transaction::connection` for a
+/// session's accesses, `control_connection` and `own_connection` for the proxy's own),
+/// with a `Target`.
+#[test]
+fn only_backend_and_execute_open_backend_connections() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&root).unwrap().display().to_string();
+        if rel.starts_with("backend/") || rel.starts_with("execute/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if ["BackendConn::connect", "pools.get(", ".saturated("]
+                .iter()
+                .any(|p| code.contains(p))
+            {
+                found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "backend access around the doors:\n{}",
+        found.join("\n")
     );
 }
 

@@ -44,6 +44,8 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
 use crate::config::Admin;
+use crate::execute::Target;
+use crate::execute::control::{Source, control_connection};
 use crate::issuance::Caller;
 use crate::proxy::Proxy;
 
@@ -340,15 +342,16 @@ async fn ready(State(proxy): State<Arc<Proxy>>) -> Reply {
             async move {
                 let id = crate::config::DatasourceId(i as u16);
                 let check = async {
-                    if runtime.pools.saturated(id) {
-                        // Every pooled connection serves a statement: busy is not down, but
-                        // a hung server looks busy too, so ask it on a connection of its own.
-                        let max_packet = runtime.config.server.max_packet_size;
-                        let mut conn =
-                            crate::backend::BackendConn::connect(ds, id, false, max_packet).await?;
-                        return conn.ping(READY_CHECK_TIMEOUT).await;
-                    }
-                    let mut conn = runtime.pools.get(id, false).await?;
+                    // Every pooled connection serving a statement is busy, not down, but a
+                    // hung server looks busy too: then it is asked on a connection of its own.
+                    let mut conn = control_connection(
+                        &runtime.pools,
+                        ds,
+                        Target::read(id),
+                        runtime.config.server.max_packet_size,
+                        Source::PoolUnlessBusy,
+                    )
+                    .await?;
                     conn.ping(READY_CHECK_TIMEOUT).await
                 };
                 match tokio::time::timeout(READY_CHECK_TIMEOUT, check).await {

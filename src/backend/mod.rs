@@ -4,11 +4,11 @@
 //! pooled per datasource with bb8 ([`pool`]), over plain TCP or TLS ([`tls`]), logged in
 //! with the backend account's plugin ([`auth`]). Nothing here writes to a client.
 
-mod apply;
+pub mod apply;
 pub mod auth;
 pub mod conn;
 pub mod pool;
-mod reader;
+pub mod reader;
 pub mod reply;
 pub mod statements;
 pub mod tls;

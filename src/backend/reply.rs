@@ -14,7 +14,7 @@ pub enum Reply {
     /// A result set: its column definitions as the backend sent them (one packet each) and
     /// the status flags of the EOF after them (the server has planned the statement by
     /// then: index use, a transaction it opened, more results of a `CALL`); its rows are
-    /// read with [`BackendConn::next_row`].
+    /// read with [`super::BackendConn::next_row`].
     ResultSet {
         /// The column definitions.
         columns: Vec<BytesMut>,
@@ -39,11 +39,11 @@ impl ResultEnd {
     }
 }
 
-/// The server's first answer to a `LOAD DATA LOCAL INFILE` ([`BackendConn::load_local`]).
+/// The server's first answer to a `LOAD DATA LOCAL INFILE` ([`super::BackendConn::load_local`]).
 #[derive(Debug)]
 pub enum FileRequest {
-    /// It asks for the file: send it with [`BackendConn::send_file_data`], then
-    /// [`BackendConn::finish_file`].
+    /// It asks for the file: send it with [`super::BackendConn::send_file_data`], then
+    /// [`super::BackendConn::finish_file`].
     Asked,
     /// It answered without asking (nothing to send).
     Answered(OkInfo),

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use bytes::BytesMut;
 use mysql_common::constants::Command;
 
+use super::target::Target;
 use super::transaction::{Transaction, Wants};
 use crate::backend::{BackendConn, Diagnostic, PooledConn, Reply, ResultEnd};
 use crate::config::DatasourceId;
@@ -209,7 +210,7 @@ impl<'c, 'p> Results<'c, 'p> {
         datasources.sort();
         datasources.dedup();
         for ds in &datasources {
-            txn.connection(*ds, wants).await?;
+            txn.connection(Target::primary(*ds), wants).await?;
         }
         let mut lanes = Vec::new();
         for (ds, conn) in txn.held_iter_mut() {

@@ -12,6 +12,7 @@
 use litemap::LiteMap;
 use std::time::Duration;
 
+use super::target::Target;
 use crate::backend::{BackendConn, PooledConn, Pools, vars::SessionVars};
 use crate::config::{Config, DatasourceId};
 use crate::error::ProxyError;
@@ -35,7 +36,7 @@ pub struct Wants<'a> {
     /// The client negotiated CLIENT_FOUND_ROWS: connections come from those pools.
     pub found_rows: bool,
     /// The session, whose KILL QUERY stops a wait for a pooled connection.
-    pub session: Option<&'a crate::sessions::SessionHandle>,
+    pub session: Option<&'a crate::session_registry::SessionHandle>,
 }
 
 impl Wants<'_> {
@@ -248,13 +249,16 @@ impl Transaction {
         self.rolled_back = true;
     }
 
-    /// The connection to `ds` this session uses: the one it holds, or one from the pool
-    /// prepared for the session (and joined to its transaction), then held.
+    /// The door of every backend access a session makes ([`super::target`]): the
+    /// connection to `target`'s datasource this session uses, the one it holds, or one from
+    /// the pool prepared for the session (and joined to its transaction), then held. Every
+    /// access kind reaches the datasource's one server today.
     pub async fn connection(
         &mut self,
-        ds: DatasourceId,
+        target: Target,
         wants: &Wants<'_>,
     ) -> Result<&mut BackendConn, ProxyError> {
+        let ds = target.datasource;
         if !self.held.contains_key(&ds) {
             // Prepared for the session, so joined to an explicit transaction (`prepare`).
             let conn = self.fresh(ds, wants).await?;

@@ -18,6 +18,7 @@ use super::session::Session;
 use crate::config::ResultNames;
 use crate::config::{Config, DatasourceId};
 use crate::error::ProxyError;
+use crate::execute::Target;
 use crate::execute::results::Extras;
 use crate::plan::Plan;
 use crate::protocol::packets::{parse_text_row, read_lenenc_bytes};
@@ -528,7 +529,7 @@ impl Session {
             }
             Err(e) => Err(e),
         };
-        if let Ok(conn) = self.connection(ds).await {
+        if let Ok(conn) = self.connection(Target::primary(ds)).await {
             for copy in made {
                 let drop = format!("DROP TEMPORARY TABLE IF EXISTS {copy}");
                 if let Err(e) = conn.execute(drop.as_bytes()).await {
@@ -609,7 +610,7 @@ impl Session {
             statements.push(insert);
         }
         let ds = config.sharding.default_datasource;
-        let conn = self.connection(ds).await?;
+        let conn = self.connection(Target::primary(ds)).await?;
         for (i, sql) in statements.iter().enumerate() {
             conn.execute(sql).await?;
             if i == 1 {
@@ -656,7 +657,7 @@ impl Session {
             ),
         ];
         let ds = self.rt.config.sharding.default_datasource;
-        let conn = self.connection(ds).await?;
+        let conn = self.connection(Target::primary(ds)).await?;
         for (i, sql) in statements.iter().enumerate() {
             if i == 2 && rows.is_empty() {
                 break;
@@ -732,7 +733,7 @@ impl Session {
             tables.join(", ")
         );
         let (defs, raw) = self
-            .connection(shard.datasource)
+            .connection(Target::read(shard.datasource))
             .await?
             .query_raw(sql.as_bytes())
             .await?;
@@ -791,7 +792,11 @@ impl Session {
                 "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH, DATA_FREE, UPDATE_TIME FROM information_schema.TABLES WHERE (TABLE_SCHEMA, TABLE_NAME) IN ({}) LIMIT 18446744073709551615",
                 pairs.join(", ")
             );
-            let (_, raw) = self.connection(ds).await?.query_raw(sql.as_bytes()).await?;
+            let (_, raw) = self
+                .connection(Target::read(ds))
+                .await?
+                .query_raw(sql.as_bytes())
+                .await?;
             for r in &raw {
                 let Some(v) = parse_text_row(r, 7) else {
                     continue;

@@ -12,7 +12,7 @@ use crate::protocol::packets::ColumnSpec;
 use crate::protocol::status::MoreResults;
 use crate::route::value::StatementValues;
 use crate::sql::hints::RouteHints;
-use crate::sql::{Analysis, Target};
+use crate::sql::{Analysis, Placement};
 
 /// The result column of `NEXT_ORDER_ID()`: BIGINT UNSIGNED NOT NULL.
 pub fn id_column(name: &str) -> ColumnSpec<'_> {
@@ -67,7 +67,7 @@ impl Session {
         values: &StatementValues<'_>,
         hints: &RouteHints,
     ) -> Result<Vec<u64>, ProxyError> {
-        let Target::Sharded(plan) = &analysis.target else {
+        let Placement::Sharded(plan) = &analysis.target else {
             return Ok(Vec::new());
         };
         if plan.key_insert.is_none() {

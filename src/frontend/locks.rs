@@ -8,6 +8,7 @@ use super::client::Client;
 use super::session::Session;
 use crate::config::{Config, DatasourceId};
 use crate::error::ProxyError;
+use crate::execute::Target;
 use crate::protocol::packets::OkInfo;
 use crate::protocol::status::MoreResults;
 use crate::rewrite::quote_ident;
@@ -100,7 +101,7 @@ impl Session {
         self.txn.pin();
         let mut failure = None;
         for (ds, sql) in &statements {
-            let locked = match self.connection(*ds).await {
+            let locked = match self.connection(Target::primary(*ds)).await {
                 Ok(conn) => conn.execute(sql).await.map(|_| ()),
                 Err(e) => Err(e),
             };

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use mysql_common::constants::{CapabilityFlags, Command};
 
 use crate::error::{ER_UNKNOWN_COM_ERROR, ProxyError};
+use crate::execute::Target;
 use crate::protocol::packets::{OkInfo, eof_packet};
 use crate::protocol::status::MoreResults;
 use crate::proxy::Proxy;
@@ -192,7 +193,7 @@ async fn serve_commands(session: &mut Session, client: &mut Client, collation: u
             }
         };
         handle.command_starts();
-        let next = command(session, client, &packet, collation).await;
+        let next = protocol_command(session, client, &packet, collation).await;
         let flushed = client.flush().await;
         match (next, flushed) {
             (Ok(Next::Continue), Ok(())) => {}
@@ -264,7 +265,7 @@ async fn answer_login(
 }
 
 /// One protocol command. `Err` means the client connection is gone.
-async fn command(
+async fn protocol_command(
     session: &mut Session,
     client: &mut Client,
     packet: &[u8],
@@ -306,7 +307,7 @@ async fn command(
         }
         c if c == Command::COM_STATISTICS as u8 => {
             let ds = session.rt.config.sharding.default_datasource;
-            let answer = match session.connection(ds).await {
+            let answer = match session.connection(Target::primary(ds)).await {
                 Ok(conn) => conn.simple_command(Command::COM_STATISTICS, &[]).await,
                 Err(e) => Err(e),
             };

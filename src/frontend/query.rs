@@ -11,6 +11,7 @@ use crate::error::{
     ER_CONNECTION_KILLED, ER_EMPTY_QUERY, ER_NO_SUCH_THREAD, ER_PARSE_ERROR, ER_SP_DOES_NOT_EXIST,
     ProxyError,
 };
+use crate::execute::Target;
 use crate::protocol::packets::OkInfo;
 use crate::protocol::status::MoreResults;
 use crate::sql::command::{Command, RegionArg, classify};
@@ -209,13 +210,13 @@ impl Session {
         }
         self.check_database_access(sql, &lexed)?;
         let command = classify(sql, &lexed.tokens, self.lex_mode);
-        self.command(client, sql, &lexed, command, shape, more)
+        self.classified_statement(client, sql, &lexed, command, shape, more)
             .await
     }
 
     /// A checked statement, by what the classifier made of it (`shape`: its shape when the
     /// session's memo may keep it).
-    async fn command(
+    async fn classified_statement(
         &mut self,
         client: &mut Client,
         sql: &[u8],
@@ -384,7 +385,7 @@ impl Session {
             let all = self.rt.config.datasources.len();
             for ds in 0..all {
                 let ds = crate::config::DatasourceId(ds as u16);
-                if let Err(e) = self.connection(ds).await {
+                if let Err(e) = self.connection(Target::primary(ds)).await {
                     self.txn.end(b"ROLLBACK").await.ok();
                     return Err(e);
                 }
@@ -438,7 +439,7 @@ impl Session {
             // autocommit=0 with no statement yet: the savepoint opens the transaction on the
             // default datasource, as the first statement would.
             let ds = self.rt.config.sharding.default_datasource;
-            self.connection(ds).await?;
+            self.connection(Target::primary(ds)).await?;
         }
         // Connections held from before BEGIN (a pinned session's) join the transaction
         // first: a savepoint outside it would be forgotten at once.
@@ -511,7 +512,7 @@ impl Session {
 /// Kills the statement `target` runs on a backend now, if any, over a connection of its
 /// own (`KILL QUERY` of the backend thread; never a client-given thread id).
 pub async fn kill_running_statement(
-    target: &crate::sessions::SessionHandle,
+    target: &crate::session_registry::SessionHandle,
 ) -> Result<(), ProxyError> {
     if let Some(running) = target.running() {
         // The datasources as the target session knows them: a reload may have renumbered
@@ -519,10 +520,9 @@ pub async fn kill_running_statement(
         let config = &running.config;
         let kills = running.threads.iter().map(|&(ds, thread)| async move {
             let datasource = config.datasource(ds).clone();
-            let mut conn = crate::backend::BackendConn::connect(
+            let mut conn = crate::execute::control::own_connection(
                 &datasource,
-                ds,
-                false,
+                Target::primary(ds),
                 config.server.max_packet_size,
             )
             .await?;

@@ -10,8 +10,8 @@ use mysql_common::constants::CapabilityFlags;
 
 use crate::backend::vars::SessionVars;
 use crate::backend::{BackendConn, Diagnostic};
-use crate::config::DatasourceId;
 use crate::error::ProxyError;
+use crate::execute::Target;
 use crate::execute::{Transaction, Wants};
 use crate::plan::scope::Scope;
 use crate::protocol::status;
@@ -76,7 +76,7 @@ pub struct Session {
     /// Prepared statements.
     pub(super) statements: super::prepared::registry::Statements,
     /// This session as other sessions see it (KILL).
-    pub(super) handle: Arc<crate::sessions::SessionHandle>,
+    pub(super) handle: Arc<crate::session_registry::SessionHandle>,
     /// The client connection's TLS parameters (`Ssl_cipher`, `Ssl_version`); `None` in
     /// clear text.
     pub(super) tls: Option<super::stream::TlsInfo>,
@@ -352,15 +352,16 @@ impl Session {
         (&mut self.txn, wants)
     }
 
-    /// The connection to `ds` this session uses: the one it holds, or one from the pool
+    /// The connection to `target` this session uses (every access the frontend makes
+    /// passes here: [`crate::execute::target`]): the one it holds, or one from the pool
     /// prepared for it (and joined to its transaction), then held until
     /// [`Transaction::release_idle`].
     pub(super) async fn connection(
         &mut self,
-        ds: DatasourceId,
+        target: Target,
     ) -> Result<&mut BackendConn, ProxyError> {
         let (txn, wants) = self.parts();
-        txn.connection(ds, &wants).await
+        txn.connection(target, &wants).await
     }
 
     /// The client asked for IGNORE_SPACE at login: the server adds it to the sql_mode of
@@ -371,7 +372,7 @@ impl Session {
             return Ok(());
         }
         let ds = self.rt.config.sharding.default_datasource;
-        let conn = self.connection(ds).await?;
+        let conn = self.connection(Target::primary(ds)).await?;
         let read = async {
             conn.execute(b"SET @@session.sql_mode = CONCAT(@@session.sql_mode, ',IGNORE_SPACE')")
                 .await?;

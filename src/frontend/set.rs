@@ -11,6 +11,7 @@ use super::client::Client;
 use super::session::Session;
 use crate::backend::BackendConn;
 use crate::error::{ER_UNKNOWN_CHARACTER_SET, ProxyError};
+use crate::execute::Target;
 use crate::protocol::packets::OkInfo;
 use crate::protocol::status::MoreResults;
 use crate::rewrite::quote_string;
@@ -282,7 +283,7 @@ impl Session {
         if crate::sql::analyze::token_pins(sql, lexed) {
             self.txn.pin();
         }
-        let conn = self.connection(first).await?;
+        let conn = self.connection(Target::primary(first)).await?;
         // What the server tells a client that tracks session state (the tracked variables
         // the statement set, in its words) is what this client is owed.
         let session_state = conn.execute(sql).await?.session_state;
@@ -311,7 +312,10 @@ impl Session {
             .collect();
         for ds in others {
             if opaque {
-                self.connection(ds).await?.execute(sql).await?;
+                self.connection(Target::primary(ds))
+                    .await?
+                    .execute(sql)
+                    .await?;
             }
         }
         if opaque {
@@ -321,7 +325,7 @@ impl Session {
         if let Err(e) = self.absorb(values) {
             // A value the proxy refuses (a character set it cannot lex) is already in
             // force on the backend: that connection goes.
-            if let Ok(conn) = self.connection(first).await {
+            if let Ok(conn) = self.connection(Target::primary(first)).await {
                 conn.mark_broken();
             }
             return Err(e);
@@ -488,7 +492,7 @@ impl Session {
         let logical = &self.rt.config.sharding.logical_database;
         if !database.eq_ignore_ascii_case(logical) {
             let ds = self.rt.config.sharding.default_datasource;
-            let conn = self.connection(ds).await?;
+            let conn = self.connection(Target::primary(ds)).await?;
             let checked = conn.init_db(database).await;
             self.txn.release_idle();
             checked?;

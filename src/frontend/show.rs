@@ -8,6 +8,7 @@ use super::client::Client;
 use super::session::Session;
 use crate::config::ResultNames;
 use crate::error::ProxyError;
+use crate::execute::Target;
 use crate::protocol::packets::{
     ColumnSpec, parse_text_row, put_lenenc_int, rewrite_column_definition, text_row,
 };
@@ -132,7 +133,7 @@ impl Session {
         more: MoreResults,
     ) -> Result<(), ProxyError> {
         let ds = self.rt.config.sharding.default_datasource;
-        let conn = self.connection(ds).await?;
+        let conn = self.connection(Target::primary(ds)).await?;
         let fetched = conn.query_raw(sql).await;
         self.txn.release_idle();
         let (columns, raw_rows) = fetched?;
@@ -403,7 +404,7 @@ impl Session {
             }
             q
         };
-        let conn = self.connection(ds).await?;
+        let conn = self.connection(Target::read(ds)).await?;
         let fetched = conn.query_raw(&query).await;
         self.txn.release_idle();
         let (columns, raw_rows) = fetched?;
@@ -526,7 +527,7 @@ impl Session {
         names: &std::sync::Arc<ResultNames>,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        let fetched = match self.connection(ds).await {
+        let fetched = match self.connection(Target::read(ds)).await {
             Ok(conn) => conn.query_raw(sql).await,
             Err(e) => Err(e),
         };
@@ -596,7 +597,7 @@ impl Session {
             }
             None => (config.sharding.default_datasource, body.to_vec(), None),
         };
-        let conn = self.connection(ds).await?;
+        let conn = self.connection(Target::read(ds)).await?;
         if let Some((database, _)) = &names {
             conn.init_db(database).await?;
         }

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::client::Client;
 use super::session::Session;
 use crate::error::{ER_STATEMENT_TIMEOUT, ProxyError};
+use crate::execute::Target;
 use crate::execute::results::Extras;
 use crate::execute::{Binding, Results};
 use crate::plan::{Inputs, Plan, PlanKind, ScatterPolicy, Text};
@@ -20,7 +21,7 @@ use crate::sql::analyze::{AnalyzeContext, analyze, token_mentions_sharded_table}
 use crate::sql::hints::{RouteHints, route_hints};
 use crate::sql::lexer::{Lexed, TokenKind};
 use crate::sql::shape::shape_key;
-use crate::sql::{Analysis, Refusal, Target, Verb};
+use crate::sql::{Analysis, Placement, Refusal, Verb};
 
 /// Keywords of statements that only read.
 const READ_VERBS: [&str; 7] = [
@@ -164,7 +165,7 @@ impl Session {
         hints: RouteHints,
         analysis: Arc<Analysis>,
     ) -> Result<Prepared<'a>, ProxyError> {
-        if let Target::Refused(Refusal::Unparsed(message)) = &analysis.target {
+        if let Placement::Refused(Refusal::Unparsed(message)) = &analysis.target {
             return Err(self.validate_unparsed(sql, lexed, message).await);
         }
         Ok(Prepared {
@@ -367,7 +368,10 @@ impl Session {
             } else {
                 b"BEGIN"
             };
-            self.connection(ds).await?.execute(begin).await?;
+            self.connection(Target::primary(ds))
+                .await?
+                .execute(begin)
+                .await?;
         }
         let outcome = if limit.is_zero() {
             self.steps(client, plan, binding, extras, more).await
@@ -419,7 +423,7 @@ impl Session {
         let config = self.rt.config.clone();
         let (txn, wants) = self.parts();
         let mut results = Results::start(plan, txn, &wants, binding, extras, parallel).await?;
-        handle.set_running(Some(crate::sessions::Running {
+        handle.set_running(Some(crate::session_registry::Running {
             config,
             threads: results.threads(),
         }));
@@ -609,16 +613,16 @@ impl Session {
             }
             Err(parse_error) => {
                 let target = if token_mentions_sharded_table(sql, &lexed.tokens, cx) {
-                    Target::Refused(Refusal::Unparsed(parse_error))
+                    Placement::Refused(Refusal::Unparsed(parse_error))
                 } else {
                     // Valid MySQL the parser does not know passes through to the default
                     // datasource; invalid SQL gets the server's own error there.
-                    Target::Unsharded
+                    Placement::Unsharded
                 };
                 // What a statement the parser cannot read leaves on its connection (an
                 // open HANDLER, a temporary table, a lock, a user variable) is unknown:
                 // the session keeps the connection, which is reset when it ends.
-                let pins = matches!(target, Target::Unsharded);
+                let pins = matches!(target, Placement::Unsharded);
                 let analysis = Analysis {
                     verb: Verb::Other,
                     target,
@@ -667,7 +671,7 @@ impl Session {
                 .collect();
             // The explicit LIMIT keeps the session's sql_select_limit from cutting it.
             let sql = format!("{} LIMIT 18446744073709551615", parts.join(" UNION ALL "));
-            let rows = match self.connection(ds).await {
+            let rows = match self.connection(Target::read(ds)).await {
                 Ok(conn) => conn.query_rows(sql.as_bytes()).await,
                 Err(e) => Err(e),
             };
@@ -731,7 +735,7 @@ impl Session {
             })
             .collect();
         let rewritten = st.render(edits).sql;
-        let checked = match self.connection(shard.datasource).await {
+        let checked = match self.connection(Target::primary(shard.datasource)).await {
             Ok(conn) => conn.prepare_check(&rewritten).await,
             Err(e) => Err(e),
         };

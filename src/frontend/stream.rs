@@ -24,7 +24,7 @@ pub struct ClientStream {
     /// the usual case, never sets up a timer.
     write_deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The session, once logged in: a `KILL` of it ends a write that waits for the client.
-    session: Option<std::sync::Arc<crate::sessions::SessionHandle>>,
+    session: Option<std::sync::Arc<crate::session_registry::SessionHandle>>,
     /// Its kill signal, watched (like the deadline) only while a write waits.
     killed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
@@ -103,7 +103,7 @@ impl ClientStream {
 
     /// The session served on this stream: its `KILL` ends a write that waits for the
     /// client (a client that stopped reading its result).
-    pub fn set_session(&mut self, session: std::sync::Arc<crate::sessions::SessionHandle>) {
+    pub fn set_session(&mut self, session: std::sync::Arc<crate::session_registry::SessionHandle>) {
         self.session = Some(session);
     }
 

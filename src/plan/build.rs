@@ -13,7 +13,7 @@ use crate::route::value::{KeyValue, StatementValues};
 use crate::route::{Effects, Layer, RouteContext, Router};
 use crate::sql::hints::RouteHints;
 use crate::sql::{
-    ContextKind, ContextSlot, InsertRow, Refusal, ShardedPlan, Target, ValueSlot, Verb,
+    ContextKind, ContextSlot, InsertRow, Placement, Refusal, ShardedPlan, ValueSlot, Verb,
 };
 
 /// The MySQL error of a statement the analysis refused.
@@ -65,9 +65,9 @@ pub async fn plan<I: IndexTable>(router: &Router<I>, inputs: &Inputs<'_>) -> Res
         }
     }
     let sharded = match &inputs.analysis.target {
-        Target::Unsharded => return Ok(unsharded(router.config(), inputs)),
-        Target::Refused(r) => return Err(refused(refusal(r))),
-        Target::Sharded(p) => &**p,
+        Placement::Unsharded => return Ok(unsharded(router.config(), inputs)),
+        Placement::Refused(r) => return Err(refused(refusal(r))),
+        Placement::Sharded(p) => &**p,
     };
     let mut fx = Effects::default();
     let planner = Planner {

@@ -201,7 +201,7 @@ pub struct Analysis {
     /// What the statement does.
     pub verb: Verb,
     /// Where it goes.
-    pub target: Target,
+    pub target: Placement,
     /// Session functions to substitute.
     pub session_fns: Vec<SessionFnUse>,
     /// The statement leaves state on its backend connection that the proxy cannot carry
@@ -213,9 +213,9 @@ pub struct Analysis {
     pub qualified_tables: Vec<(String, String)>,
 }
 
-/// Where a statement runs.
+/// Where a statement runs, as the analysis places it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Target {
+pub enum Placement {
     /// No sharded table: the default datasource, statement unchanged.
     Unsharded,
     /// Sharded tables: routed by order id.

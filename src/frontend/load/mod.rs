@@ -30,6 +30,7 @@ use super::client::Client;
 use super::session::Session;
 use crate::backend::FileRequest;
 use crate::error::{ER_LOAD_INFILE_CAPABILITY_DISABLED, ER_PARSE_ERROR, ProxyError};
+use crate::execute::Target;
 use crate::protocol::packets::OkInfo;
 use crate::protocol::status::MoreResults;
 use crate::sql::lexer::Lexed;
@@ -42,7 +43,7 @@ impl Session {
     /// Tells other sessions which backend threads run this session's load now (its held
     /// connections), so that `KILL [QUERY]` interrupts it there; `false` clears it.
     pub(super) fn load_running(&self, running: bool) {
-        let threads = running.then(|| crate::sessions::Running {
+        let threads = running.then(|| crate::session_registry::Running {
             config: self.rt.config.clone(),
             threads: self.txn.held_threads(),
         });
@@ -148,7 +149,7 @@ impl Session {
         more: MoreResults,
     ) -> Result<(), ProxyError> {
         self.warnings.clear();
-        self.connection(ds).await?;
+        self.connection(Target::primary(ds)).await?;
         // A KILL QUERY reaches the backend's statement, which stops, reads the rest of the
         // file and answers 1317, as MariaDB does.
         self.load_running(true);
@@ -194,7 +195,7 @@ impl Session {
         statement: &[u8],
     ) -> Result<OkInfo, ProxyError> {
         let handle = self.handle.clone();
-        let conn = self.connection(ds).await?;
+        let conn = self.connection(Target::primary(ds)).await?;
         let ok = match conn.load_local(statement).await {
             Err(e) => return Err(e),
             Ok(FileRequest::Answered(ok)) => ok,

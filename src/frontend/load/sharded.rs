@@ -12,6 +12,7 @@ use super::{ask_for_file, drain_file, next_file_packet};
 use crate::backend::{Diagnostic, FileRequest};
 use crate::config::{ChannelId, DatasourceId, TableId};
 use crate::error::ProxyError;
+use crate::execute::Target;
 use crate::protocol::binary::ParamValue;
 use crate::protocol::packets::{OkInfo, sum_infos};
 use crate::protocol::status::MoreResults;
@@ -257,7 +258,7 @@ impl Session {
                 shard.tables[usize::from(table.0)].as_bytes()
             )),
         );
-        let conn = self.connection(shard.datasource).await?;
+        let conn = self.connection(Target::primary(shard.datasource)).await?;
         let (_, rows) = conn.query_rows(sql.as_bytes()).await?;
         self.txn.release_idle();
         Ok(rows
@@ -611,16 +612,16 @@ impl Session {
         let statement = l.load.for_shard(l.sql, &physical, prepend.as_deref());
         if first_use {
             if l.in_client_transaction {
-                let conn = self.connection(ds).await?;
+                let conn = self.connection(Target::primary(ds)).await?;
                 conn.execute(b"SAVEPOINT routekey_load").await?;
                 self.txn.record_write(ds);
             }
             l.touched.push(ds);
         }
-        self.connection(ds).await?;
+        self.connection(Target::primary(ds)).await?;
         // A KILL QUERY reaches the batch running on its backend (1317 from there).
         self.load_running(true);
-        let conn = self.connection(ds).await?;
+        let conn = self.connection(Target::primary(ds)).await?;
         match conn.load_local(&statement).await.map_err(in_file_terms)? {
             FileRequest::Asked => {}
             FileRequest::Answered(_) => {

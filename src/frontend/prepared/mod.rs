@@ -20,6 +20,7 @@ use crate::error::{
     ER_UNKNOWN_STMT_HANDLER, ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS, ProxyError,
 };
 use crate::execute::Binding;
+use crate::execute::Target;
 use crate::frontend::client::Client;
 use crate::frontend::session::Session;
 use crate::protocol::binary::{self, LongData, param_value};
@@ -31,7 +32,7 @@ use crate::rewrite::{KeyEdits, Statement as Rewrite};
 use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::hints::route_hints;
 use crate::sql::lexer::{Lexed, TokenKind, lex};
-use crate::sql::{Refusal, Target};
+use crate::sql::{Placement, Refusal};
 
 fn unknown(id: u32, command: &str) -> ProxyError {
     ProxyError::client(
@@ -137,7 +138,7 @@ impl Session {
             }
         }
         let analysis = self.analysis(sql, &lexed)?;
-        if let Target::Refused(r) = &analysis.target {
+        if let Placement::Refused(r) = &analysis.target {
             return Err(match r {
                 Refusal::Unparsed(message) => self.validate_unparsed(sql, &lexed, message).await,
                 other => crate::plan::refusal(other),
@@ -153,7 +154,7 @@ impl Session {
         };
         let values = self.session_values();
         let (ds, text, names) = match &analysis.target {
-            Target::Sharded(plan) => {
+            Placement::Sharded(plan) => {
                 let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];
                 let keys = KeyEdits {
                     shard_key: &config.sharding.shard_key,
@@ -173,7 +174,7 @@ impl Session {
                 None,
             ),
         };
-        let prepared = match self.connection(ds).await {
+        let prepared = match self.connection(Target::primary(ds)).await {
             Ok(conn) => conn.prepare_cached(&text).await,
             Err(e) => Err(e),
         };

@@ -51,7 +51,7 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
             return Ok(Analyzed {
                 analysis: Analysis {
                     verb: Verb::Other,
-                    target: Target::Unsharded,
+                    target: Placement::Unsharded,
                     session_fns: Vec::new(),
                     pins: false,
                     qualified_tables: Vec::new(),
@@ -75,9 +75,9 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
 
     let mut planner = Planner::new(cx, &pos, &walk);
     let mut target = planner.target(statement);
-    if matches!(target, Target::Sharded(_)) {
+    if matches!(target, Placement::Sharded(_)) {
         if let Some(what) = misread_operator(sql, lexed, cx) {
-            target = Target::Refused(Refusal::NotYet(format!(
+            target = Placement::Refused(Refusal::NotYet(format!(
                 "{what} in statements on sharded tables (the SQL parser reads it differently from MySQL; rewrite it with AND/OR)"
             )));
         }

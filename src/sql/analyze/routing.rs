@@ -57,18 +57,18 @@ impl<'a, 'p> Planner<'a, 'p> {
 }
 
 impl Planner<'_, '_> {
-    fn not_yet(what: &str) -> Target {
-        Target::Refused(Refusal::NotYet(what.to_owned()))
+    fn not_yet(what: &str) -> Placement {
+        Placement::Refused(Refusal::NotYet(what.to_owned()))
     }
 
     /// Only rows of the first binding table (the orders) get ids the proxy issues: a row of
     /// another one (an order's items) names the order it belongs to.
-    fn may_issue_ids(&self, plan: &ShardedPlan) -> Result<(), Target> {
+    fn may_issue_ids(&self, plan: &ShardedPlan) -> Result<(), Placement> {
         if plan.primary_table.0 == 0 {
             return Ok(());
         }
         let tables = &self.cx.config.sharding.binding_tables;
-        Err(Target::Refused(Refusal::Unsupported(format!(
+        Err(Placement::Refused(Refusal::Unsupported(format!(
             "INSERT into {} without {}: the proxy issues ids for new rows of {} only; a row of {} names the order it belongs to",
             tables[usize::from(plan.primary_table.0)],
             self.cx.config.sharding.shard_key,
@@ -99,7 +99,7 @@ impl Planner<'_, '_> {
         }
     }
 
-    pub(super) fn target(&mut self, statement: &Statement) -> Target {
+    pub(super) fn target(&mut self, statement: &Statement) -> Placement {
         let mut sharded = 0;
         let mut other = 0;
         for (name, _) in &self.walk.relations {
@@ -128,11 +128,11 @@ impl Planner<'_, '_> {
             );
             // DDL and other statements name tables in places the visitor does not report.
             if !dml && mentions_sharded_table(self.pos, self.cx) {
-                return Target::Refused(Refusal::Unsupported(
+                return Placement::Refused(Refusal::Unsupported(
                     "this statement on a sharded table (DDL and maintenance statements run on each shard directly)".to_owned(),
                 ));
             }
-            return Target::Unsharded;
+            return Placement::Unsharded;
         }
         if other > 0 {
             return Self::not_yet("a statement over both sharded and unsharded tables");
@@ -148,7 +148,7 @@ impl Planner<'_, '_> {
             Statement::Update(u) => self.plan_update(u),
             Statement::Delete(d) => self.plan_delete(d),
             Statement::Explain { .. } => Err(Self::not_yet("EXPLAIN of a statement on a sharded table")),
-            _ => Err(Target::Refused(Refusal::Unsupported(
+            _ => Err(Placement::Refused(Refusal::Unsupported(
                 "this statement on a sharded table (DDL and maintenance statements run on each shard directly)".to_owned(),
             ))),
         };
@@ -158,7 +158,7 @@ impl Planner<'_, '_> {
                 plan.edits = std::mem::take(&mut self.edits);
                 plan.edits.sort_by_key(|e| e.span.first);
                 plan.edits.dedup();
-                Target::Sharded(Box::new(plan))
+                Placement::Sharded(Box::new(plan))
             }
             Err(refused) => refused,
         }
@@ -234,7 +234,7 @@ impl Planner<'_, '_> {
         }
     }
 
-    fn plan_query(&mut self, q: &Query) -> Result<ShardedPlan, Target> {
+    fn plan_query(&mut self, q: &Query) -> Result<ShardedPlan, Placement> {
         let SetExpr::Select(select) = q.body.as_ref() else {
             return Err(Self::not_yet(
                 "UNION or other set operations over sharded tables",
@@ -268,7 +268,7 @@ impl Planner<'_, '_> {
         Ok(plan)
     }
 
-    fn plan_update(&mut self, u: &Update) -> Result<ShardedPlan, Target> {
+    fn plan_update(&mut self, u: &Update) -> Result<ShardedPlan, Placement> {
         if u.from.is_some() || self.walk.selects > 0 || self.walk.derived {
             return Err(Self::not_yet(
                 "UPDATE with subqueries or FROM over sharded tables",
@@ -307,7 +307,7 @@ impl Planner<'_, '_> {
         Ok(plan)
     }
 
-    fn plan_delete(&mut self, d: &Delete) -> Result<ShardedPlan, Target> {
+    fn plan_delete(&mut self, d: &Delete) -> Result<ShardedPlan, Placement> {
         if self.walk.selects > 0 || self.walk.derived {
             return Err(Self::not_yet("DELETE with subqueries over sharded tables"));
         }
@@ -354,7 +354,7 @@ impl Planner<'_, '_> {
         Ok(plan)
     }
 
-    fn plan_insert(&mut self, ins: &Insert) -> Result<ShardedPlan, Target> {
+    fn plan_insert(&mut self, ins: &Insert) -> Result<ShardedPlan, Placement> {
         let TableObject::TableName(_) = &ins.table else {
             return Err(Self::not_yet("INSERT INTO TABLE FUNCTION"));
         };
@@ -388,7 +388,7 @@ impl Planner<'_, '_> {
                 .iter()
                 .any(|c| c.as_str() == target)
                 {
-                    return Err(Target::Refused(Refusal::Unsupported(format!(
+                    return Err(Placement::Refused(Refusal::Unsupported(format!(
                         "ON DUPLICATE KEY UPDATE of `{target}`: the shard key, channel and region of an order cannot change"
                     ))));
                 }
@@ -469,7 +469,7 @@ impl Planner<'_, '_> {
                 self.pos.token_at(row.opening_token.0.span.start),
                 self.pos.token_at(row.closing_token.0.span.start),
             ) else {
-                return Err(Target::Refused(Refusal::Unsupported(
+                return Err(Placement::Refused(Refusal::Unsupported(
                     "an INSERT whose rows the proxy cannot locate in the text".to_owned(),
                 )));
             };
@@ -502,7 +502,11 @@ impl Planner<'_, '_> {
 
     /// The FROM clause holds binding tables only, each joined to the others on the shard
     /// key, so a join stays inside one shard.
-    fn check_joins(&self, from: &[TableWithJoins], selection: Option<&Expr>) -> Result<(), Target> {
+    fn check_joins(
+        &self,
+        from: &[TableWithJoins],
+        selection: Option<&Expr>,
+    ) -> Result<(), Placement> {
         if self.refs.len() <= 1 {
             return Ok(());
         }
@@ -586,7 +590,11 @@ impl Planner<'_, '_> {
 
     /// Finds the usable order id predicate and the route context among the top-level AND
     /// terms of the WHERE clause.
-    fn read_where(&self, selection: Option<&Expr>, plan: &mut ShardedPlan) -> Result<(), Target> {
+    fn read_where(
+        &self,
+        selection: Option<&Expr>,
+        plan: &mut ShardedPlan,
+    ) -> Result<(), Placement> {
         let Some(selection) = selection else {
             return Ok(());
         };
