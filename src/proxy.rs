@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::backend::Pools;
 use crate::config::Config;
 use crate::execute::Target;
-use crate::execute::control::{Source, control_connection};
+use crate::execute::control::{ControlConn, Source, control_connection};
 use crate::route::Router;
 use crate::route::index::MysqlIndexTable;
 use crate::sql::shape::AnalysisCache;
@@ -42,6 +42,23 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// A connection for one of the proxy's own accesses to `target`'s datasource, under
+    /// this configuration ([`crate::execute::control`]).
+    pub async fn control_connection(
+        &self,
+        target: Target,
+        source: Source,
+    ) -> Result<ControlConn, crate::error::ProxyError> {
+        control_connection(
+            &self.pools,
+            self.config.datasource(target.datasource),
+            target,
+            self.config.server.max_packet_size,
+            source,
+        )
+        .await
+    }
+
     fn build(config: Arc<Config>, previous: Option<&Runtime>) -> Self {
         let index = MysqlIndexTable::new(&config);
         let router = match previous {
@@ -198,19 +215,13 @@ impl Proxy {
     /// before.
     pub async fn learn_server_databases(&self) {
         let runtime = self.runtime();
-        let max_packet = runtime.config.server.max_packet_size;
         let mut names = self.server_databases.load().names.clone();
         for (i, ds) in runtime.config.datasources.iter().enumerate() {
             let id = crate::config::DatasourceId(i as u16);
             let read = async {
-                let mut conn = control_connection(
-                    &runtime.pools,
-                    ds,
-                    Target::read(id),
-                    max_packet,
-                    Source::Own,
-                )
-                .await?;
+                let mut conn = runtime
+                    .control_connection(Target::read(id), Source::Own)
+                    .await?;
                 let (_, rows) = conn
                     .query_rows(b"SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
                     .await?;
@@ -285,14 +296,9 @@ impl Proxy {
         let ds = runtime.config.sharding.default_datasource;
         let limit = runtime.config.datasource(ds).connect_timeout * 2;
         let read = async {
-            let mut conn = control_connection(
-                &runtime.pools,
-                runtime.config.datasource(ds),
-                Target::read(ds),
-                runtime.config.server.max_packet_size,
-                Source::Pool,
-            )
-            .await?;
+            let mut conn = runtime
+                .control_connection(Target::read(ds), Source::Pool)
+                .await?;
             let (_, rows) = conn
                 .query_rows(b"SELECT CONVERT(@@global.sql_mode USING binary), @@global.wait_timeout, @@global.interactive_timeout, @@global.session_track_schema, @@global.idle_transaction_timeout, @@global.idle_readonly_transaction_timeout, @@global.idle_write_transaction_timeout LIMIT 1")
                 .await?;
@@ -412,14 +418,9 @@ impl Proxy {
         let learnt = self
             .backend_version
             .get_or_try_init(|| async {
-                let conn = control_connection(
-                    &runtime.pools,
-                    runtime.config.datasource(ds),
-                    Target::read(ds),
-                    runtime.config.server.max_packet_size,
-                    Source::Pool,
-                )
-                .await?;
+                let conn = runtime
+                    .control_connection(Target::read(ds), Source::Pool)
+                    .await?;
                 Ok::<_, crate::error::ProxyError>(conn.server_version().to_owned())
             })
             .await;

@@ -45,7 +45,7 @@ use tokio::net::TcpListener;
 
 use crate::config::Admin;
 use crate::execute::Target;
-use crate::execute::control::{Source, control_connection};
+use crate::execute::control::Source;
 use crate::issuance::Caller;
 use crate::proxy::Proxy;
 
@@ -344,14 +344,9 @@ async fn ready(State(proxy): State<Arc<Proxy>>) -> Reply {
                 let check = async {
                     // Every pooled connection serving a statement is busy, not down, but a
                     // hung server looks busy too: then it is asked on a connection of its own.
-                    let mut conn = control_connection(
-                        &runtime.pools,
-                        ds,
-                        Target::read(id),
-                        runtime.config.server.max_packet_size,
-                        Source::PoolUnlessBusy,
-                    )
-                    .await?;
+                    let mut conn = runtime
+                        .control_connection(Target::read(id), Source::PoolUnlessBusy)
+                        .await?;
                     conn.ping(READY_CHECK_TIMEOUT).await
                 };
                 match tokio::time::timeout(READY_CHECK_TIMEOUT, check).await {

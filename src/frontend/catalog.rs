@@ -236,16 +236,7 @@ pub fn rewrite(
             edits.push((t[i].range.start..t[i + 2].range.end, value));
         }
     }
-    edits.sort_by_key(|e| e.0.start);
-    let mut out = Vec::with_capacity(sql.len() + 64);
-    let mut at = 0;
-    for (range, text) in edits {
-        out.extend_from_slice(&sql[at..range.start]);
-        out.extend_from_slice(&text);
-        at = range.end;
-    }
-    out.extend_from_slice(&sql[at..]);
-    out
+    crate::sql::lexer::splice(sql, edits)
 }
 
 /// How result column definitions name the copies: `information_schema.<VIEW>`.

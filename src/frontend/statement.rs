@@ -34,17 +34,8 @@ fn set_statement_body(sql: &[u8], lexed: &Lexed) -> Option<usize> {
     if !(tokens.first()?.is_word(sql, "set") && tokens.get(1)?.is_word(sql, "statement")) {
         return None;
     }
-    let mut depth = 0i32;
-    for (i, t) in tokens.iter().enumerate() {
-        if t.is_punct(sql, "(") {
-            depth += 1;
-        } else if t.is_punct(sql, ")") {
-            depth -= 1;
-        } else if depth == 0 && t.is_word(sql, "for") {
-            return tokens.get(i + 1).map(|t| t.range.start);
-        }
-    }
-    None
+    let i = crate::sql::command::set_statement_for(sql, tokens)?;
+    tokens.get(i + 1).map(|t| t.range.start)
 }
 
 pub(super) fn now_ms() -> u64 {

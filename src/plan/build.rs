@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{IdRoute, Inputs, Plan, PlanKind, RouteLayer, Step};
+use super::model::{IdRoute, Inputs, Plan, PlanKind, RouteLayer};
 use super::planner::{Planner, statement, with_prefix};
 use super::scatter;
 use crate::config::{ChannelId, Config};
@@ -120,29 +120,15 @@ fn unsharded(config: &Config, inputs: &Inputs<'_>) -> Plan {
         &with_prefix(inputs, vec![Segment::Original(0..st.sql.len())]),
         unsharded_edits(&st, inputs.analysis, inputs.session),
     );
-    Plan {
-        kind: PlanKind::Unsharded,
-        ids: vec![IdRoute {
-            order_id: None,
-            layer: RouteLayer::Unsharded,
-            decode_failure: None,
-            channel: None,
-            shard: None,
-        }],
-        steps: vec![Step {
-            datasource: config.sharding.default_datasource,
-            shards: Vec::new(),
-            statement: rendered,
-            names: None,
-        }],
-        index_writes: Vec::new(),
-        write: false,
-        atomic: false,
-        merge: None,
-        effects: Effects::default(),
-        probe: Vec::new(),
-        table: None,
-    }
+    let mut plan = Plan::single_rendered(config.sharding.default_datasource, rendered, None);
+    plan.ids = vec![IdRoute {
+        order_id: None,
+        layer: RouteLayer::Unsharded,
+        decode_failure: None,
+        channel: None,
+        shard: None,
+    }];
+    plan
 }
 
 impl<I: IndexTable> Planner<'_, '_, I> {

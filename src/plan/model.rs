@@ -141,16 +141,30 @@ impl Plan {
         sql: Vec<u8>,
         names: Option<std::sync::Arc<ResultNames>>,
     ) -> Self {
+        Self::single_rendered(
+            datasource,
+            Rendered {
+                sql,
+                params: Vec::new(),
+            },
+            names,
+        )
+    }
+
+    /// A plan of one rendered statement (with the client's parameters it takes), run on
+    /// `datasource`.
+    pub fn single_rendered(
+        datasource: DatasourceId,
+        statement: Rendered,
+        names: Option<std::sync::Arc<ResultNames>>,
+    ) -> Self {
         Plan {
             kind: PlanKind::Unsharded,
             ids: Vec::new(),
             steps: vec![Step {
                 datasource,
                 shards: Vec::new(),
-                statement: Rendered {
-                    sql,
-                    params: Vec::new(),
-                },
+                statement,
                 names,
             }],
             index_writes: Vec::new(),

@@ -69,6 +69,17 @@ impl<I: IndexTable> Planner<'_, '_, I> {
         });
     }
 
+    /// How a shard's statement writes the order ids: generated ones in place (as
+    /// parameters of a prepared execution), or every one as NULL when `null_keys`.
+    pub(super) fn key_edits(&self, null_keys: bool) -> KeyEdits<'_> {
+        KeyEdits {
+            generated: self.inputs.values.generated,
+            as_params: self.inputs.binary,
+            shard_key: &self.config().sharding.shard_key,
+            null_keys,
+        }
+    }
+
     /// The statement one shard receives (`rows` of an INSERT, all when empty), with the
     /// order ids replaced by NULL when `null_keys`.
     pub(super) fn shard_step(&self, shard: u32, rows: &[usize], null_keys: bool) -> Step {
@@ -76,12 +87,7 @@ impl<I: IndexTable> Planner<'_, '_, I> {
         let config = self.config();
         let s = &config.sharding.shards[shard as usize];
         let st = statement(inputs);
-        let keys = KeyEdits {
-            generated: inputs.values.generated,
-            as_params: inputs.binary,
-            shard_key: &config.sharding.shard_key,
-            null_keys,
-        };
+        let keys = self.key_edits(null_keys);
         let edits = crate::rewrite::shard_edits(
             &st,
             inputs.analysis,

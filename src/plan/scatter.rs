@@ -8,7 +8,7 @@ use super::planner::{Planner, statement, with_prefix};
 use crate::config::{ChannelId, Config, DatasourceId};
 use crate::error::ProxyError;
 use crate::merge::MergeSpec;
-use crate::rewrite::{Edit, Frag, KeyEdits, Segment, shard_edits};
+use crate::rewrite::{Edit, Frag, Segment, shard_edits};
 use crate::route::index::IndexTable;
 use crate::route::value::KeyValue;
 use crate::sql::{ContextKind, MultiShard, Piece, ValueSlot};
@@ -271,12 +271,7 @@ fn multi_step<I: IndexTable>(
     let config = p.config();
     let s = &config.sharding.shards[shard as usize];
     let st = statement(inputs);
-    let keys = KeyEdits {
-        generated: inputs.values.generated,
-        as_params: inputs.binary,
-        shard_key: &config.sharding.shard_key,
-        null_keys: false,
-    };
+    let keys = p.key_edits(false);
     let mut edits = shard_edits(&st, inputs.analysis, p.sharded, s, &keys, inputs.session);
     if !multi.hidden.is_empty() {
         let at = st.tokens[multi.insert_before as usize].range.start;

@@ -681,6 +681,21 @@ pub fn ident_text(sql: &[u8], token: &Token, mode: LexMode) -> String {
     }
 }
 
+/// `sql` with each byte range replaced by its text (ranges apart from one another, in any
+/// order).
+pub fn splice(sql: &[u8], mut edits: Vec<(std::ops::Range<usize>, Vec<u8>)>) -> Vec<u8> {
+    edits.sort_by_key(|(r, _)| r.start);
+    let mut out = Vec::with_capacity(sql.len() + 64);
+    let mut at = 0;
+    for (range, text) in edits {
+        out.extend_from_slice(&sql[at..range.start]);
+        out.extend_from_slice(&text);
+        at = range.end;
+    }
+    out.extend_from_slice(&sql[at..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -246,29 +246,22 @@ fn classify_plain(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
         "drop" if w(1) == "prepare" => return dynamic_sql(),
         "set" if w(1) == "statement" => {
             // SET STATEMENT var = value [, ...] FOR <statement>: the statement decides.
-            let mut depth = 0i32;
-            for (i, t) in tokens.iter().enumerate() {
-                if t.is_punct(sql, "(") {
-                    depth += 1;
-                } else if t.is_punct(sql, ")") {
-                    depth -= 1;
-                } else if depth == 0 && t.is_word(sql, "for") {
-                    if let Some(name) = privileged_statement_variable(sql, &tokens[..i], mode) {
-                        return Command::Administrative(format!("SET STATEMENT {name}"));
-                    }
-                    // Only a data statement: the proxy handles SET, USE, transactions, SHOW
-                    // and KILL itself, and forwarding them whole would change a pooled
-                    // connection's state behind its back (`... FOR SET time_zone = ...`).
-                    return match classify_plain(sql, &tokens[i + 1..], mode) {
-                        c @ (Command::Administrative(_) | Command::Refused(_)) => c,
-                        Command::Statement => Command::Statement,
-                        _ => Command::Refused(
-                            "SET STATEMENT ... FOR a statement that is not a query or a data change (SET, USE, a transaction statement, SHOW, KILL): run it without SET STATEMENT".to_owned(),
-                        ),
-                    };
-                }
+            let Some(i) = set_statement_for(sql, tokens) else {
+                return Command::Statement;
+            };
+            if let Some(name) = privileged_statement_variable(sql, &tokens[..i], mode) {
+                return Command::Administrative(format!("SET STATEMENT {name}"));
             }
-            return Command::Statement;
+            // Only a data statement: the proxy handles SET, USE, transactions, SHOW and KILL
+            // itself, and forwarding them whole would change a pooled connection's state
+            // behind its back (`... FOR SET time_zone = ...`).
+            return match classify_plain(sql, &tokens[i + 1..], mode) {
+                c @ (Command::Administrative(_) | Command::Refused(_)) => c,
+                Command::Statement => Command::Statement,
+                _ => Command::Refused(
+                    "SET STATEMENT ... FOR a statement that is not a query or a data change (SET, USE, a transaction statement, SHOW, KILL): run it without SET STATEMENT".to_owned(),
+                ),
+            };
         }
         _ => {}
     }
@@ -1014,6 +1007,23 @@ pub fn user_variable_name(sql: &[u8], token: &Token) -> String {
         _ => String::from_utf8_lossy(&raw[1..]).into_owned(),
     };
     format!("@{}", name.to_lowercase())
+}
+
+/// The position in `tokens` of the `FOR` that ends the settings of a `SET STATEMENT var =
+/// value [, ...] FOR <statement>` (the first `FOR` outside parentheses), or `None`.
+/// `tokens` are the whole statement's, `SET STATEMENT` included.
+pub fn set_statement_for(sql: &[u8], tokens: &[Token]) -> Option<usize> {
+    let mut depth = 0i32;
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth -= 1;
+        } else if depth == 0 && t.is_word(sql, "for") {
+            return Some(i);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

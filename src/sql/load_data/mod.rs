@@ -25,7 +25,7 @@ pub mod rows;
 
 use std::ops::Range;
 
-use super::lexer::{LexMode, Token, TokenKind, unescape_string};
+use super::lexer::{LexMode, Token, TokenKind, splice, unescape_string};
 
 /// A parsed `LOAD DATA LOCAL INFILE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +103,7 @@ impl LoadData {
     /// The client's text with the table replaced by `physical` (quoted): the statement for
     /// a table that is not sharded, whose file goes to the server as it is.
     pub fn with_table(&self, sql: &[u8], physical: &str) -> Vec<u8> {
-        edit(
+        splice(
             sql,
             vec![(self.table_span.clone(), physical.as_bytes().to_vec())],
         )
@@ -123,22 +123,8 @@ impl LoadData {
             with.extend_from_slice(if list.items.is_empty() { b"" } else { b", " });
             edits.push((list.open + 1..list.open + 1, with));
         }
-        edit(sql, edits)
+        splice(sql, edits)
     }
-}
-
-/// `sql` with each range replaced by its text (ranges apart from one another).
-fn edit(sql: &[u8], mut edits: Vec<(Range<usize>, Vec<u8>)>) -> Vec<u8> {
-    edits.sort_by_key(|(r, _)| r.start);
-    let mut out = Vec::with_capacity(sql.len() + 64);
-    let mut at = 0;
-    for (range, text) in edits {
-        out.extend_from_slice(&sql[at..range.start]);
-        out.extend_from_slice(&text);
-        at = range.end;
-    }
-    out.extend_from_slice(&sql[at..]);
-    out
 }
 
 /// Whether a statement's tokens begin `LOAD DATA [LOW_PRIORITY | CONCURRENT] LOCAL`:
