@@ -237,7 +237,7 @@ fn role_of(analysis: &Analysis, sql: &[u8], tokens: &[Token]) -> Role {
 fn touches_tables(analysis: &Analysis, sql: &[u8], tokens: &[Token]) -> bool {
     match analysis.verb {
         Verb::Insert | Verb::Update | Verb::Delete | Verb::Ddl => true,
-        _ if matches!(analysis.target, Placement::Sharded(_)) => true,
+        _ if matches!(analysis.placement, Placement::Sharded(_)) => true,
         Verb::Select => reads_a_table(sql, tokens),
         Verb::Other => match first_word(sql, tokens) {
             Some(t) if t.is_word(sql, "call") => true,
@@ -383,7 +383,7 @@ mod tests {
         let lexed = lex(sql.as_bytes(), LexMode::default());
         let analysis = Analysis {
             verb,
-            target: Placement::Unsharded,
+            placement: Placement::Unsharded,
             session_fns: Vec::new(),
             pins: false,
             qualified_tables: Vec::new(),

@@ -67,7 +67,7 @@ impl Session {
         values: &StatementValues<'_>,
         hints: &RouteHints,
     ) -> Result<Vec<u64>, ProxyError> {
-        let Placement::Sharded(plan) = &analysis.target else {
+        let Placement::Sharded(plan) = &analysis.placement else {
             return Ok(Vec::new());
         };
         if plan.key_insert.is_none() {

@@ -160,7 +160,7 @@ mod tests {
     fn analysis() -> Arc<Analysis> {
         Arc::new(Analysis {
             verb: crate::sql::Verb::Other,
-            target: crate::sql::Placement::Unsharded,
+            placement: crate::sql::Placement::Unsharded,
             session_fns: Vec::new(),
             pins: false,
             qualified_tables: Vec::new(),

@@ -156,7 +156,7 @@ impl Session {
         hints: RouteHints,
         analysis: Arc<Analysis>,
     ) -> Result<Prepared<'a>, ProxyError> {
-        if let Placement::Refused(Refusal::Unparsed(message)) = &analysis.target {
+        if let Placement::Refused(Refusal::Unparsed(message)) = &analysis.placement {
             return Err(self.validate_unparsed(sql, lexed, message).await);
         }
         Ok(Prepared {
@@ -603,7 +603,7 @@ impl Session {
                 Ok((analysis, analyzed.cacheable))
             }
             Err(parse_error) => {
-                let target = if token_mentions_sharded_table(sql, &lexed.tokens, cx) {
+                let placement = if token_mentions_sharded_table(sql, &lexed.tokens, cx) {
                     Placement::Refused(Refusal::Unparsed(parse_error))
                 } else {
                     // Valid MySQL the parser does not know passes through to the default
@@ -613,10 +613,10 @@ impl Session {
                 // What a statement the parser cannot read leaves on its connection (an
                 // open HANDLER, a temporary table, a lock, a user variable) is unknown:
                 // the session keeps the connection, which is reset when it ends.
-                let pins = matches!(target, Placement::Unsharded);
+                let pins = matches!(placement, Placement::Unsharded);
                 let analysis = Analysis {
                     verb: Verb::Other,
-                    target,
+                    placement,
                     session_fns: Vec::new(),
                     pins,
                     qualified_tables: Vec::new(),

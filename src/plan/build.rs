@@ -64,7 +64,7 @@ pub async fn plan<I: IndexTable>(router: &Router<I>, inputs: &Inputs<'_>) -> Res
             scope.check_table(command, db, table).map_err(refused)?;
         }
     }
-    let sharded = match &inputs.analysis.target {
+    let sharded = match &inputs.analysis.placement {
         Placement::Unsharded => return Ok(unsharded(router.config(), inputs)),
         Placement::Refused(r) => return Err(refused(refusal(r))),
         Placement::Sharded(p) => &**p,

@@ -31,14 +31,14 @@ fn analysis_in(sql: &str, db_is_logical: bool) -> Analysis {
 }
 
 fn plan(sql: &str) -> ShardedPlan {
-    match analysis(sql).target {
+    match analysis(sql).placement {
         Placement::Sharded(p) => *p,
         other => panic!("{sql}: {other:?}"),
     }
 }
 
 fn refused(sql: &str) -> String {
-    match analysis(sql).target {
+    match analysis(sql).placement {
         Placement::Refused(Refusal::NotYet(m) | Refusal::Unsupported(m)) => m,
         other => panic!("{sql}: expected a refusal, got {other:?}"),
     }
@@ -48,7 +48,7 @@ fn refused(sql: &str) -> String {
 fn for_shard(sql: &str, shard: usize, rows: &[usize]) -> String {
     let config = config();
     let a = analysis(sql);
-    let Placement::Sharded(p) = &a.target else {
+    let Placement::Sharded(p) = &a.placement else {
         panic!("not sharded")
     };
     let lexed = lex(sql.as_bytes(), LexMode::default());
@@ -180,20 +180,20 @@ fn binding_tables_join_on_the_shard_key() {
 #[test]
 fn unsharded_and_other_databases_pass_through() {
     assert_eq!(
-        analysis("SELECT * FROM t_merchant").target,
+        analysis("SELECT * FROM t_merchant").placement,
         Placement::Unsharded
     );
-    assert_eq!(analysis("SELECT 1").target, Placement::Unsharded);
+    assert_eq!(analysis("SELECT 1").placement, Placement::Unsharded);
     assert_eq!(
-        analysis_in("SELECT * FROM t_order WHERE order_id = 1", false).target,
+        analysis_in("SELECT * FROM t_order WHERE order_id = 1", false).placement,
         Placement::Unsharded
     );
     assert!(matches!(
-        analysis_in("SELECT * FROM orders.t_order WHERE order_id = 1", false).target,
+        analysis_in("SELECT * FROM orders.t_order WHERE order_id = 1", false).placement,
         Placement::Sharded(_)
     ));
     assert_eq!(
-        analysis("WITH t_order AS (SELECT 1 AS order_id) SELECT * FROM t_order").target,
+        analysis("WITH t_order AS (SELECT 1 AS order_id) SELECT * FROM t_order").placement,
         Placement::Unsharded
     );
 }
@@ -272,7 +272,7 @@ fn update_and_delete() {
 #[test]
 fn session_functions_and_pins() {
     let a = analysis("SELECT LAST_INSERT_ID(), CONNECTION_ID() AS c, database()");
-    assert_eq!(a.target, Placement::Unsharded);
+    assert_eq!(a.placement, Placement::Unsharded);
     assert_eq!(a.session_fns.len(), 3);
     assert!(a.session_fns[0].keep_name && !a.session_fns[1].keep_name);
     assert!(!analysis("SELECT 1").pins);
@@ -320,7 +320,7 @@ fn binary_bytes_in_literals_survive_the_rewrite() {
         pipes_as_concat: false,
     };
     let a = analyze(&sql, &lexed, cx).unwrap().analysis;
-    let Placement::Sharded(p) = &a.target else {
+    let Placement::Sharded(p) = &a.placement else {
         panic!()
     };
     let st = Rewrite {
@@ -364,7 +364,7 @@ fn operators_the_parser_misreads_are_refused_on_sharded_tables() {
     );
     // Elsewhere they pass through untouched.
     assert_eq!(
-        analysis("SELECT 1 XOR 1, 'a' || 'b'").target,
+        analysis("SELECT 1 XOR 1, 'a' || 'b'").placement,
         Placement::Unsharded
     );
     assert!(
@@ -504,8 +504,8 @@ fn a_backslash_ends_no_string_under_no_backslash_escapes() {
         pipes_as_concat: false,
     };
     let analysis = analyze(sql.as_bytes(), &lexed, cx).unwrap().analysis;
-    let Placement::Sharded(plan) = analysis.target else {
-        panic!("{:?}", analysis.target);
+    let Placement::Sharded(plan) = analysis.placement else {
+        panic!("{:?}", analysis.placement);
     };
     assert_eq!(
         plan.key_values.len(),

@@ -201,7 +201,7 @@ pub struct Analysis {
     /// What the statement does.
     pub verb: Verb,
     /// Where it goes.
-    pub target: Placement,
+    pub placement: Placement,
     /// Session functions to substitute.
     pub session_fns: Vec<SessionFnUse>,
     /// The statement leaves state on its backend connection that the proxy cannot carry

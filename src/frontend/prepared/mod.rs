@@ -138,7 +138,7 @@ impl Session {
             }
         }
         let analysis = self.analysis(sql, &lexed)?;
-        if let Placement::Refused(r) = &analysis.target {
+        if let Placement::Refused(r) = &analysis.placement {
             return Err(match r {
                 Refusal::Unparsed(message) => self.validate_unparsed(sql, &lexed, message).await,
                 other => crate::plan::refusal(other),
@@ -153,7 +153,7 @@ impl Session {
             tokens: &lexed.tokens,
         };
         let values = self.session_values();
-        let (ds, text, names) = match &analysis.target {
+        let (ds, text, names) = match &analysis.placement {
             Placement::Sharded(plan) => {
                 let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];
                 let keys = KeyEdits {

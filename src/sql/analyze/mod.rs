@@ -51,7 +51,7 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
             return Ok(Analyzed {
                 analysis: Analysis {
                     verb: Verb::Other,
-                    target: Placement::Unsharded,
+                    placement: Placement::Unsharded,
                     session_fns: Vec::new(),
                     pins: false,
                     qualified_tables: Vec::new(),
@@ -74,10 +74,10 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
     let qualified_tables = walk.qualified_tables();
 
     let mut planner = Planner::new(cx, &pos, &walk);
-    let mut target = planner.target(statement);
-    if matches!(target, Placement::Sharded(_)) {
+    let mut placement = planner.placement(statement);
+    if matches!(placement, Placement::Sharded(_)) {
         if let Some(what) = misread_operator(sql, lexed, cx) {
-            target = Placement::Refused(Refusal::NotYet(format!(
+            placement = Placement::Refused(Refusal::NotYet(format!(
                 "{what} in statements on sharded tables (the SQL parser reads it differently from MySQL; rewrite it with AND/OR)"
             )));
         }
@@ -86,7 +86,7 @@ pub fn analyze(sql: &[u8], lexed: &Lexed, cx: AnalyzeContext<'_>) -> Result<Anal
     Ok(Analyzed {
         analysis: Analysis {
             verb,
-            target,
+            placement,
             session_fns,
             pins,
             qualified_tables,

@@ -99,7 +99,7 @@ impl Planner<'_, '_> {
         }
     }
 
-    pub(super) fn target(&mut self, statement: &Statement) -> Placement {
+    pub(super) fn placement(&mut self, statement: &Statement) -> Placement {
         let mut sharded = 0;
         let mut other = 0;
         for (name, _) in &self.walk.relations {
