@@ -73,7 +73,7 @@ fi
 # --- the proxy -------------------------------------------------------------------------------
 log "cargo build --locked"
 cargo build --locked >&2
-PROXY_BIN="$REPO_ROOT/target/debug/routekey-proxy"
+PROXY_BIN="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/routekey-proxy"
 [[ -x "$PROXY_BIN" ]] || die "$PROXY_BIN missing after the build"
 
 PROXY_PORT="$(python3 -c 'import socket

@@ -24,7 +24,7 @@ fi
 (cd "$repo" && cargo build --release --locked -q)
 config="$("$repo/scripts/demo-config.sh")"
 proxy_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$repo/target/release/routekey-proxy" --config "$config" --listen "127.0.0.1:$proxy_port" --admin-listen 127.0.0.1:0 \
+"${CARGO_TARGET_DIR:-$repo/target}/release/routekey-proxy" --config "$config" --listen "127.0.0.1:$proxy_port" --admin-listen 127.0.0.1:0 \
     >"$sandbox/sysbench-proxy.log" 2>&1 </dev/null &
 proxy_pid=$!
 for _ in $(seq 100); do
