@@ -22,7 +22,8 @@ async fn backfill_interrupted_and_resumed_writes_each_row_once_at_the_rate_asked
     let _ = std::fs::remove_file(&checkpoint);
     let ckpt = checkpoint.to_str().unwrap();
 
-    // 300 rows at 100 rows/s: interrupted after about a second.
+    // 300 rows at 100 rows/s (about three seconds): interrupted once its first index rows
+    // are written, whenever that is on a loaded machine, so that it stops half-way.
     let child = Command::new(BIN)
         .arg("--config")
         .arg(&f.path)
@@ -38,7 +39,14 @@ async fn backfill_interrupted_and_resumed_writes_each_row_once_at_the_rate_asked
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while f.index_rows().await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no index row written within 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
