@@ -629,6 +629,16 @@ Q SELECT 1; SELECT 2
     drop(mode);
 }
 
+/// The proxy with one pooled connection per datasource: a later session gets the
+/// connection an earlier one left, so state left on it would show.
+async fn one_connection_per_datasource() -> Harness {
+    let mut config = common::config();
+    for ds in &mut config.datasources {
+        ds.pool_size = 1;
+    }
+    Harness::start_with(config).await
+}
+
 /// A driver escapes the next statement by the NO_BACKSLASH_ESCAPES flag of the last reply.
 /// MariaDB's flag is stale after a stored procedure that sets `sql_mode` (the server
 /// restores the caller's mode when it returns, and keeps the procedure's flag until the
@@ -639,11 +649,7 @@ Q SELECT 1; SELECT 2
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_escaping_flag_of_mariadb_is_not_passed_on() {
     let _servers = SERVERS.lock().await;
-    let mut config = common::config();
-    for ds in &mut config.datasources {
-        ds.pool_size = 1;
-    }
-    let h = Harness::start_with(config).await;
+    let h = one_connection_per_datasource().await;
     let mut ds0 = backend(0).await;
     for db in ["orders", "orders_ref"] {
         for sql in [
@@ -725,11 +731,7 @@ async fn a_stale_escaping_flag_of_mariadb_is_not_passed_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_procedures_session_state_stays_with_its_session() {
     let _servers = SERVERS.lock().await;
-    let mut config = common::config();
-    for ds in &mut config.datasources {
-        ds.pool_size = 1;
-    }
-    let h = Harness::start_with(config).await;
+    let h = one_connection_per_datasource().await;
     let mut ds0 = backend(0).await;
     ds0.query_drop("CREATE OR REPLACE PROCEDURE orders.p_status_state() BEGIN SET @secret = 'A'; SET time_zone = '+10:00'; SET div_precision_increment = 0; END")
         .await

@@ -374,34 +374,12 @@ impl WireClient {
     /// COM_QUERY of a one-row query: its first value as text (`None` for NULL); panics on
     /// anything but a result set.
     pub async fn value(&mut self, sql: &str) -> Option<String> {
-        let mut payload = vec![0x03];
-        payload.extend_from_slice(sql.as_bytes());
-        self.send(&payload).await;
-        let first = self.packet().await;
-        assert!(
-            first[0] != 0xFF && first[0] != 0x00,
-            "{sql}: {}",
-            String::from_utf8_lossy(&first)
-        );
-        let mut at = 0;
-        let columns = lenenc(&first, &mut at);
-        for _ in 0..columns {
-            self.packet().await;
-        }
-        if !self.options.deprecate_eof {
-            self.packet().await;
-        }
-        let mut value = None;
-        loop {
-            let p = self.packet().await;
-            if self.is_end(&p) {
-                return value;
-            }
-            if value.is_none() && p[0] != 0xFB {
-                let mut at = 0;
-                value = Some(String::from_utf8_lossy(lenenc_bytes(&p, &mut at)).into_owned());
-            }
-        }
+        self.rows(sql)
+            .await
+            .into_iter()
+            .next()?
+            .into_iter()
+            .next()?
     }
 
     /// COM_QUERY of a query: every row, each value as text (`None` for NULL); panics on
@@ -411,7 +389,11 @@ impl WireClient {
         payload.extend_from_slice(sql.as_bytes());
         self.send(&payload).await;
         let first = self.packet().await;
-        assert!(first[0] != 0xFF && first[0] != 0x00, "{sql}");
+        assert!(
+            first[0] != 0xFF && first[0] != 0x00,
+            "{sql}: {}",
+            String::from_utf8_lossy(&first)
+        );
         let mut at = 0;
         let columns = lenenc(&first, &mut at);
         for _ in 0..columns {
