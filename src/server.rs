@@ -150,28 +150,7 @@ pub async fn serve(
     let mut sessions = JoinSet::new();
     let issuer = proxy.issuer.clone();
     tokio::spawn(async move { issuer.prepare().await });
-    // The datasources' database names, for the scope check: now, then every minute.
-    let learner = Arc::downgrade(&proxy);
-    let learning = tokio::spawn(async move {
-        while let Some(proxy) = learner.upgrade() {
-            proxy.learn_server_databases().await;
-            drop(proxy);
-            tokio::time::sleep(crate::proxy::SERVER_DATABASES_REFRESH).await;
-        }
-    });
-    // Idle clients past their wait_timeout, for as long as the proxy serves.
-    let sweeper = Arc::downgrade(&proxy);
-    let sweeping = tokio::spawn(async move {
-        let mut every = tokio::time::interval(crate::session_registry::IDLE_SWEEP);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            let Some(proxy) = sweeper.upgrade() else {
-                return;
-            };
-            proxy.sessions.expire_idle();
-        }
-    });
+    let background = background_tasks(&proxy);
     tokio::pin!(shutdown);
     let accept = |sessions: &mut JoinSet<()>, accepted: std::io::Result<_>| match accepted {
         Ok((transport, peer)) => {
@@ -236,31 +215,67 @@ pub async fn serve(
         }
     }
     if !sessions.is_empty() {
-        tracing::warn!(
-            sessions = sessions.len(),
-            "drain deadline passed: closing the sessions left; their open transactions roll back"
-        );
-        // Every running statement is killed at once, all within one bound (a backend that
-        // stopped answering must not stretch the drain session by session).
-        let handles = proxy.sessions.all();
-        for handle in &handles {
-            handle.kill();
-        }
-        let kills = handles
-            .iter()
-            .map(|h| crate::frontend::kill_running_statement(h));
-        let _ = tokio::time::timeout(KILL_GRACE, futures_util::future::join_all(kills)).await;
-        // Killed sessions reset their backend connections (rolling back) and end; any
-        // still stuck are aborted, and their connections closed rather than pooled.
-        let _ = tokio::time::timeout(KILL_GRACE, async {
-            while sessions.join_next().await.is_some() {}
-        })
-        .await;
-        sessions.shutdown().await;
+        close_the_rest(&proxy, &mut sessions).await;
     }
-    learning.abort();
-    sweeping.abort();
+    for task in background {
+        task.abort();
+    }
     proxy.issuer.release().await;
     tracing::info!("drained");
     Ok(())
+}
+
+/// The tasks that run beside the sessions while the proxy serves: learning the datasources'
+/// database names (for the scope check: now, then every minute) and closing idle clients
+/// past their `wait_timeout`. They hold the proxy weakly; the caller aborts them at the end.
+fn background_tasks(proxy: &Arc<Proxy>) -> [tokio::task::JoinHandle<()>; 2] {
+    // The datasources' database names, for the scope check: now, then every minute.
+    let learner = Arc::downgrade(proxy);
+    let learning = tokio::spawn(async move {
+        while let Some(proxy) = learner.upgrade() {
+            proxy.learn_server_databases().await;
+            drop(proxy);
+            tokio::time::sleep(crate::proxy::SERVER_DATABASES_REFRESH).await;
+        }
+    });
+    // Idle clients past their wait_timeout, for as long as the proxy serves.
+    let sweeper = Arc::downgrade(proxy);
+    let sweeping = tokio::spawn(async move {
+        let mut every = tokio::time::interval(crate::session_registry::IDLE_SWEEP);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(proxy) = sweeper.upgrade() else {
+                return;
+            };
+            proxy.sessions.expire_idle();
+        }
+    });
+    [learning, sweeping]
+}
+
+/// At the drain deadline: the sessions left are killed and, if still stuck after
+/// [`KILL_GRACE`], aborted.
+async fn close_the_rest(proxy: &Proxy, sessions: &mut JoinSet<()>) {
+    tracing::warn!(
+        sessions = sessions.len(),
+        "drain deadline passed: closing the sessions left; their open transactions roll back"
+    );
+    // Every running statement is killed at once, all within one bound (a backend that
+    // stopped answering must not stretch the drain session by session).
+    let handles = proxy.sessions.all();
+    for handle in &handles {
+        handle.kill();
+    }
+    let kills = handles
+        .iter()
+        .map(|h| crate::frontend::kill_running_statement(h));
+    let _ = tokio::time::timeout(KILL_GRACE, futures_util::future::join_all(kills)).await;
+    // Killed sessions reset their backend connections (rolling back) and end; any
+    // still stuck are aborted, and their connections closed rather than pooled.
+    let _ = tokio::time::timeout(KILL_GRACE, async {
+        while sessions.join_next().await.is_some() {}
+    })
+    .await;
+    sessions.shutdown().await;
 }
