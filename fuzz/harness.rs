@@ -15,7 +15,6 @@ use mysql_common::packets::AuthSwitchRequest;
 
 use routekey_proxy::config::Config;
 use routekey_proxy::config::ResultNames;
-use routekey_proxy::frontend::handshake::parse_response;
 use routekey_proxy::merge::value::decode;
 use routekey_proxy::plan::scope::{Scope, check_text};
 use routekey_proxy::protocol::binary::{
@@ -34,6 +33,7 @@ use routekey_proxy::sql::command::classify;
 use routekey_proxy::sql::hints::route_hints;
 use routekey_proxy::sql::lexer::{LexMode, TokenKind, lex, split_statements, unescape_string};
 use routekey_proxy::sql::shape::{digest, shape_key};
+use routekey_proxy::wire::handshake::parse_response;
 
 /// A fuzz target: the name of its folder under `fuzz/corpus/`, and its body.
 pub type Target = (&'static str, fn(&[u8]));
@@ -141,7 +141,7 @@ fn scope() -> &'static Scope {
 /// a single-byte character set, bit 5 `information_schema` as the current database), the
 /// rest is the text. It is split into statements, and each is checked against the demo
 /// user's scope, lexed, classified, read for routing hints, keyed by shape, digested and
-/// analysed (sqlparser) as the frontend does; string literals are unescaped.
+/// analysed (sqlparser) as the engine does; string literals are unescaped.
 pub fn sql_analysis(data: &[u8]) {
     let Some((&flags, sql)) = data.split_first() else {
         return;

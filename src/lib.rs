@@ -8,14 +8,17 @@
 //! one statement through it):
 //!
 //! ```text
-//! 11 process                    signals, the configuration file watch
-//! 10 server admin tools         the listener and drain; the HTTP port; operator commands
-//!  9 frontend                   the client protocol and, for now, each session's handling
+//! 12 process                    signals, the configuration file watch
+//! 11 server admin tools         the listener and drain; the HTTP port; operator commands
+//! 10 frontend                   a client connection from accept to close: handshake, then
+//!                               the command loop, which hands each command to the engine
+//!  9 engine                     the sessions: their state, each command to its reply
 //!  8 proxy                      the state sessions share (configuration, pools, router, issuer)
 //!  7 execute                    runs a plan's steps on backend connections, applies effects
 //!  6 plan issuance legacy       the pure planner; order id issuance; verify and backfill
-//!  5 backend route rewrite      per-datasource pools and the one reply reader; order id ->
-//!                               channel -> shard; logical -> physical SQL
+//!  5 backend route rewrite wire per-datasource pools and the one reply reader; order id ->
+//!                               channel -> shard; logical -> physical SQL; the client
+//!                               connection's stream, handshake and reply encoding
 //!  4 sql                        lex, classify, parse (sqlparser): tables, order ids, hints
 //!  3 merge                      exact values and the merge of several shards' rows
 //!  2 protocol access            packets, rows, binary values, status words; client logins
@@ -25,15 +28,17 @@
 //!                               the order id layout and its decoding
 //! ```
 //!
-//! A statement flows down from the client socket (frontend) through sql, plan (with route
-//! and rewrite), execute and backend, and its reply comes back up to the frontend, the only
-//! layer that writes to a client.
+//! A statement flows down from the client socket (frontend) into the engine, through sql,
+//! plan (with route and rewrite), execute and backend; its reply comes back up to the
+//! engine, which writes it to its client through the wire's `Client` (the wire knows no
+//! session, plan or backend: `tests/architecture.rs` checks that too).
 
 pub mod access;
 pub mod admin;
 pub mod backend;
 pub mod config;
 pub mod crypto;
+pub mod engine;
 pub mod error;
 pub mod execute;
 pub mod frontend;
@@ -52,3 +57,4 @@ pub mod server;
 pub mod session_registry;
 pub mod sql;
 pub mod tools;
+pub mod wire;

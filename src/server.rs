@@ -12,8 +12,8 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, UnixSocket};
-use crate::frontend::stream::{ClientStream, Peer, Transport};
 use crate::proxy::{KILL_GRACE, Proxy};
+use crate::wire::stream::{ClientStream, Peer, Transport};
 
 /// Where clients connect: a TCP listener, a Unix socket listener, or both.
 #[derive(Default)]
@@ -269,7 +269,7 @@ async fn close_the_rest(proxy: &Proxy, sessions: &mut JoinSet<()>) {
     }
     let kills = handles
         .iter()
-        .map(|h| crate::frontend::kill_running_statement(h));
+        .map(|h| crate::engine::kill_running_statement(h));
     let _ = tokio::time::timeout(KILL_GRACE, futures_util::future::join_all(kills)).await;
     // Killed sessions reset their backend connections (rolling back) and end; any
     // still stuck are aborted, and their connections closed rather than pooled.

@@ -321,14 +321,17 @@ const LAYERS: &[&[&str]] = &[
     &["merge"],
     // The statement parser and analysis.
     &["sql"],
-    // Per-datasource pools; the router; SQL rewriting.
-    &["backend", "route", "rewrite"],
+    // Per-datasource pools; the router; SQL rewriting; the client connection (its stream,
+    // handshake and the encoding of replies).
+    &["backend", "route", "rewrite", "wire"],
     // The pure planner; id issuance; the legacy-id tools.
     &["plan", "issuance", "legacy"],
     &["execute"],
     // The state sessions share.
     &["proxy"],
-    // The client protocol and the sessions.
+    // The sessions: each command to its reply.
+    &["engine"],
+    // A client connection from accept to close: handshake, then the command loop.
     &["frontend"],
     // Around the process: the listener, the admin port, the operator commands.
     &["server", "admin", "tools"],
@@ -464,6 +467,30 @@ fn only_backend_and_execute_open_backend_connections() {
         found.is_empty(),
         "backend access around the doors:\n{}",
         found.join("\n")
+    );
+}
+
+/// The frontend and the wire know no plan, no pool and no backend connection: what a
+/// command does happens in the engine, below the frontend's command loop.
+#[test]
+fn frontend_and_wire_know_no_plan_pool_or_backend() {
+    let g = graph();
+    let below_the_engine = ["plan", "execute", "backend", "route", "rewrite", "merge"];
+    let mut wrong = Vec::new();
+    for (from, tos) in &g.edges {
+        if !["frontend", "wire"].contains(&top(from).as_str()) {
+            continue;
+        }
+        for to in tos {
+            if below_the_engine.contains(&top(to).as_str()) {
+                wrong.push(format!("{from} -> {to}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the wire reaching past the engine:\n{}",
+        wrong.join("\n")
     );
 }
 

@@ -1,48 +1,19 @@
-//! The client side: one session per connection. [`handshake`] authenticates; the command
-//! loop here reads one command at a time (so pipelined commands are answered in order) and
-//! hands it to the session; `query` is the table of contents of statement handling.
-
-mod catalog;
-mod characteristics;
-pub mod client;
-mod explain;
-mod gather;
-pub mod handshake;
-mod ids;
-mod load;
-mod locks;
-mod memo;
-mod outcome;
-mod prepared;
-mod processlist;
-mod query;
-mod respond;
-mod statement;
-mod statement_log;
-pub mod stream;
-pub use query::kill_running_statement;
-pub mod session;
-mod set;
-mod show;
+//! The frontend: a client connection from accept to close. [`serve`] runs the wire's
+//! handshake and authentication (`wire::handshake`), starts the connection's session in the
+//! engine, and runs the command loop: it reads one command at a time (so pipelined commands
+//! are answered in order) and hands it to the engine ([`engine::command`]).
+//!
+//! It knows no plan, pool or backend connection: everything a command does happens below,
+//! in the engine.
 
 use std::sync::Arc;
 
-use mysql_common::constants::{CapabilityFlags, Command};
-
-use crate::error::{ER_UNKNOWN_COM_ERROR, ProxyError};
-use crate::execute::Target;
-use crate::protocol::packets::{OkInfo, eof_packet};
-use crate::protocol::status::MoreResults;
+use crate::engine::command::{Next, protocol_command, welcome};
+use crate::engine::session::Session;
 use crate::proxy::Proxy;
-use client::Client;
-use session::Session;
-use stream::{ClientStream, Peer, Transport};
-
-/// What the loop does after a command.
-enum Next {
-    Continue,
-    Quit,
-}
+use crate::wire::client::Client;
+use crate::wire::handshake;
+use crate::wire::stream::{ClientStream, Peer, Transport};
 
 /// ER_CON_COUNT_ERROR: `server.max_connections` clients are served already.
 const ER_CON_COUNT_ERROR: u16 = 1040;
@@ -135,7 +106,7 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
     let collation = login.collation;
     let server_version = mariadb_version_number(&version);
     let mut session = Session::new(
-        proxy,
+        proxy.clone(),
         id,
         login.user,
         peer.host(),
@@ -143,18 +114,15 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
         collation,
         login.attributes,
     );
-    if let Some(v) = server_version {
-        session.lex_mode.server_version = v;
-    }
-    session.tls = login.tls;
-    client.stream.get_mut().set_session(session.handle.clone());
+    session.connected_over(login.tls, server_version);
+    client.stream.get_mut().set_session(session.handle());
     tracing::debug!(connection = id, user = %session.user(), "client connected");
     if !welcome(&mut session, &mut client, login.database.as_deref()).await {
-        session.txn.release_all().await;
+        session.close().await;
         return;
     }
-    serve_commands(&mut session, &mut client, collation, id).await;
-    session.txn.release_all().await;
+    serve_commands(&proxy, &mut session, &mut client, collation, id).await;
+    session.close().await;
     tracing::debug!(connection = id, "client disconnected");
 }
 
@@ -163,10 +131,16 @@ pub async fn serve(proxy: Arc<Proxy>, mut transport: ClientStream, peer: Peer) {
 /// ([`Session::idle_timeout`]: the connection closes without a word, as MariaDB closes
 /// it, and what the session held is released), or the proxy drains while it is not in a
 /// transaction.
-async fn serve_commands(session: &mut Session, client: &mut Client, collation: u8, id: u32) {
+async fn serve_commands(
+    proxy: &Proxy,
+    session: &mut Session,
+    client: &mut Client,
+    collation: u8,
+    id: u32,
+) {
     loop {
         client.stream.reset_seq();
-        let handle = session.handle.clone();
+        let handle = session.handle();
         let idle = !session.in_transaction();
         if handle.killed() || idle && handle.draining() {
             break;
@@ -178,7 +152,7 @@ async fn serve_commands(session: &mut Session, client: &mut Client, collation: u
             () = handle.stop_signal(idle) => {
                 if handle.idle_expired() && !handle.killed() {
                     tracing::info!(connection = id, user = %session.user(), ?limit, "client idle longer than the session's wait_timeout: disconnected, as the server would");
-                    session.proxy.metrics.count_idle_timeout();
+                    proxy.metrics.count_idle_timeout();
                     client.stream.get_ref().reset_on_close();
                 }
                 break;
@@ -200,30 +174,6 @@ async fn serve_commands(session: &mut Session, client: &mut Client, collation: u
             (Ok(Next::Quit), _) | (Err(_), _) | (_, Err(_)) => break,
         }
     }
-}
-
-/// The login's last step: the database asked for at connect (1044 outside the user's
-/// scope), then OK. `false` when the connection ends here (the error has been sent).
-async fn welcome(session: &mut Session, client: &mut Client, database: Option<&str>) -> bool {
-    let welcome = match database {
-        Some(db) => session.select_database(db).await,
-        None => Ok(()),
-    };
-    let welcome = match welcome {
-        Ok(()) => session.apply_ignore_space().await,
-        Err(e) => Err(e),
-    };
-    let sent = match welcome {
-        Ok(()) => client.ok(&OkInfo {
-            status: session.status(),
-            session_state: session.schema_state(),
-            ..Default::default()
-        }),
-        Err(e) => client.error(&e),
-    };
-    sent.is_ok()
-        && client.flush().await.is_ok()
-        && (database.is_none() || session.database().is_some())
 }
 
 /// A client that went away (or stalled) during authentication, after the handshake
@@ -264,124 +214,6 @@ async fn answer_login(
     None
 }
 
-/// One protocol command. `Err` means the client connection is gone.
-async fn protocol_command(
-    session: &mut Session,
-    client: &mut Client,
-    packet: &[u8],
-    collation: u8,
-) -> Result<Next, ProxyError> {
-    let Some((&code, body)) = packet.split_first() else {
-        let e = ProxyError::client(ER_UNKNOWN_COM_ERROR, b"08S01", "Empty command packet");
-        reply_error(session, client, &e)?;
-        return Ok(Next::Continue);
-    };
-    let ok = |session: &Session, client: &mut Client| {
-        client.ok(&OkInfo {
-            status: session.status(),
-            ..Default::default()
-        })
-    };
-    match code {
-        c if c == Command::COM_QUIT as u8 => return Ok(Next::Quit),
-        c if c == Command::COM_PING as u8 => ok(session, client)?,
-        c if c == Command::COM_QUERY as u8 => session.query(client, body).await?,
-        c if c == Command::COM_INIT_DB as u8 => {
-            let db = String::from_utf8_lossy(body).into_owned();
-            if let Err(e) = session.use_database(client, &db, MoreResults::None).await {
-                reply_error(session, client, &e)?;
-            }
-        }
-        c if c == Command::COM_RESET_CONNECTION as u8 => {
-            session.reset(collation).await;
-            ok(session, client)?;
-        }
-        c if c == Command::COM_SET_OPTION as u8 => {
-            // 0: multi-statements on, 1: off. The reply is an EOF packet.
-            match body.first() {
-                Some(0) => client.caps.insert(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
-                Some(1) => client.caps.remove(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
-                _ => {}
-            }
-            client.packet(&eof_packet(0, session.status()))?;
-        }
-        c if c == Command::COM_STATISTICS as u8 => {
-            let ds = session.rt.config.sharding.default_datasource;
-            let answer = match session.connection(Target::primary(ds)).await {
-                Ok(conn) => conn.simple_command(Command::COM_STATISTICS, &[]).await,
-                Err(e) => Err(e),
-            };
-            session.txn.release_idle();
-            match answer {
-                Ok(text) => client.packet(&text)?,
-                Err(e) => reply_error(session, client, &e)?,
-            }
-        }
-        c if c == Command::COM_FIELD_LIST as u8 => {
-            if let Err(e) = session.field_list(client, body).await {
-                reply_error(session, client, &e)?;
-            }
-        }
-        c if c == Command::COM_PROCESS_KILL as u8 => {
-            let id = body
-                .get(..4)
-                .map(|b| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes"))));
-            if let Err(e) = session.kill(client, false, id, MoreResults::None).await {
-                reply_error(session, client, &e)?;
-            }
-        }
-        c if Session::statement_command(c).is_some() => {
-            prepared_statement_command(session, client, c, body).await?;
-        }
-        _ => {
-            let e = ProxyError::client(
-                ER_UNKNOWN_COM_ERROR,
-                b"08S01",
-                format!("Unknown command {code:#04x}"),
-            );
-            reply_error(session, client, &e)?;
-        }
-    }
-    Ok(Next::Continue)
-}
-
-/// A COM_STMT_* command: prepare, execute, reset, fetch, close, send long data. `Err`
-/// means the client connection is gone (or must go: its transaction was lost).
-async fn prepared_statement_command(
-    session: &mut Session,
-    client: &mut Client,
-    code: u8,
-    body: &[u8],
-) -> Result<(), ProxyError> {
-    let outcome = match Session::statement_command(code).expect("a COM_STMT_* command") {
-        Command::COM_STMT_PREPARE => {
-            let started = std::time::Instant::now();
-            let result = session.prepare_statement(client, body).await;
-            let metrics = &session.proxy.metrics;
-            metrics.count_statement("prepare", result.is_ok(), started);
-            result
-        }
-        Command::COM_STMT_EXECUTE => session.execute_statement(client, body).await,
-        Command::COM_STMT_RESET => session.reset_statement(client, body),
-        Command::COM_STMT_FETCH => session.fetch(client, body),
-        Command::COM_STMT_CLOSE => {
-            session.close_statement(body);
-            return Ok(());
-        }
-        _ => {
-            session.long_data(body);
-            return Ok(());
-        }
-    };
-    if let Err(e) = outcome {
-        reply_error(session, client, &e)?;
-        if session.txn.lost().is_some() {
-            return Err(ProxyError::ClientGone("transaction lost".into()));
-        }
-    }
-    Ok(())
-}
-
 /// `10.11.19-MariaDB` (or `5.5.5-10.11.19-MariaDB`) as MariaDB numbers versions: 101119.
 fn mariadb_version_number(version: &str) -> Option<u32> {
     let v = version.strip_prefix("5.5.5-").unwrap_or(version);
@@ -394,16 +226,4 @@ fn mariadb_version_number(version: &str) -> Option<u32> {
         parts.next()?.parse().ok()?,
     );
     Some(major * 10000 + minor * 100 + patch)
-}
-
-fn reply_error(
-    session: &mut Session,
-    client: &mut Client,
-    e: &ProxyError,
-) -> Result<(), ProxyError> {
-    if let ProxyError::ClientGone(_) = e {
-        return Err(e.clone());
-    }
-    session.record_error(e);
-    client.error(e)
 }

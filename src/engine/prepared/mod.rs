@@ -15,14 +15,13 @@ use registry::Kind;
 pub use registry::{LONG_DATA_LIMIT, MAX_PREPARED_STATEMENTS, PreparedStatement};
 
 use crate::config::ResultNames;
+use crate::engine::session::Session;
 use crate::error::{
     ER_MAX_PREPARED_STMT_COUNT_REACHED, ER_STMT_HAS_NO_OPEN_CURSOR, ER_UNKNOWN_ERROR,
     ER_UNKNOWN_STMT_HANDLER, ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS, ProxyError,
 };
 use crate::execute::Binding;
 use crate::execute::Target;
-use crate::frontend::client::Client;
-use crate::frontend::session::Session;
 use crate::protocol::binary::{self, LongData, param_value};
 use crate::protocol::packets::{
     ColumnSpec, column_definition, eof_packet, rewrite_column_definition,
@@ -33,6 +32,7 @@ use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::hints::route_hints;
 use crate::sql::lexer::{Lexed, TokenKind, lex};
 use crate::sql::{Placement, Refusal};
+use crate::wire::client::Client;
 
 fn unknown(id: u32, command: &str) -> ProxyError {
     ProxyError::client(
@@ -95,7 +95,7 @@ impl Session {
                 return self.answer_prepare(client, id, 0, &[], &[], 0, None);
             }
             Command::ExplainRoute { body } => {
-                crate::frontend::explain::explained(sql, body, self)?;
+                crate::engine::explain::explained(sql, body, self)?;
                 let param_def = bytes::BytesMut::from(&column_definition(&any_param(), "", "")[..]);
                 let param_defs = vec![param_def; params];
                 let column_defs: Vec<bytes::BytesMut> = self
@@ -118,7 +118,7 @@ impl Session {
             Command::NextOrderId { region, column } => {
                 let params = usize::from(region == RegionArg::Param);
                 let column_def = bytes::BytesMut::from(
-                    &column_definition(&crate::frontend::ids::id_column(&column), "", "")[..],
+                    &column_definition(&crate::engine::ids::id_column(&column), "", "")[..],
                 );
                 let param_def = bytes::BytesMut::from(&column_definition(&any_param(), "", "")[..]);
                 let id = self.register(sql, lexed, Kind::NextOrderId { region, column }, params);
@@ -280,7 +280,7 @@ impl Session {
         let started = std::time::Instant::now();
         self.handle
             .set_activity(self.database.as_deref(), Some(("Execute", &statement.sql)));
-        // Checked again in another epoch (`crate::frontend::memo::Epoch`): a reload may have narrowed
+        // Checked again in another epoch (`crate::engine::memo::Epoch`): a reload may have narrowed
         // the user's scope since it was prepared, and a `USE information_schema` since then
         // makes `FROM TABLES` the catalog view the proxy answers itself (the backend's would
         // show every database).
@@ -345,10 +345,10 @@ impl Session {
             .database
             .as_deref()
             .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
-        if crate::frontend::catalog::view_refs(sql, lexed, in_is).is_empty() {
+        if crate::engine::catalog::view_refs(sql, lexed, in_is).is_empty() {
             return Ok(());
         }
-        Err(crate::frontend::catalog::views_refused(
+        Err(crate::engine::catalog::views_refused(
             "in prepared statements: send them as text",
         ))
     }
@@ -430,7 +430,7 @@ impl Session {
                 } else {
                     self.analysis(&statement.sql, &statement.lexed)?
                 };
-                let prepared = crate::frontend::statement::Prepared {
+                let prepared = crate::engine::statement::Prepared {
                     text: crate::plan::Text {
                         sql: &statement.sql,
                         tokens: &statement.lexed.tokens,

@@ -4,7 +4,6 @@
 
 use mysql_common::constants::{ColumnFlags, ColumnType, Command};
 
-use super::client::Client;
 use super::session::Session;
 use crate::config::ResultNames;
 use crate::error::ProxyError;
@@ -17,6 +16,7 @@ use crate::rewrite::quote_ident;
 use crate::sql::TokSpan;
 use crate::sql::lexer::Lexed;
 use crate::sql::lexer::ident_text;
+use crate::wire::client::Client;
 
 /// A VARCHAR column of `chars` characters in the client's result character set.
 pub(super) fn varchar(name: &str, chars: u32, charset: (u16, u32)) -> ColumnSpec<'_> {
@@ -664,7 +664,10 @@ fn replace_first(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
 /// connection (empty, or 0). Over TLS, `Ssl_cipher` and `Ssl_version` are the client
 /// connection's, `Ssl_cipher_list` names the one suite in use; the certificate dates and
 /// verification settings are not tracked and read empty or 0.
-pub fn client_ssl_status(name: &[u8], tls: Option<&super::stream::TlsInfo>) -> Option<String> {
+pub fn client_ssl_status(
+    name: &[u8],
+    tls: Option<&crate::wire::stream::TlsInfo>,
+) -> Option<String> {
     let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
     let text = |v: Option<&String>| v.cloned().unwrap_or_default();
     Some(match name.as_str() {

@@ -5,7 +5,6 @@
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
 
-use super::client::Client;
 use super::session::Session;
 use crate::error::{ER_PARSE_ERROR, ProxyError};
 use crate::plan::explain::{COLUMNS, ExplainRow, rows};
@@ -14,6 +13,7 @@ use crate::protocol::packets::ColumnSpec;
 use crate::protocol::status::MoreResults;
 use crate::sql::command::{Command, classify};
 use crate::sql::lexer::{Lexed, lex};
+use crate::wire::client::Client;
 
 /// The statement after `EXPLAIN ROUTE`, when it is a data statement.
 pub(super) fn explained(sql: &[u8], body: usize, session: &Session) -> Result<Lexed, ProxyError> {

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use super::client::Client;
 use super::session::Session;
 use crate::config::{Config, DatasourceId};
 use crate::error::ProxyError;
@@ -13,6 +12,7 @@ use crate::protocol::packets::OkInfo;
 use crate::protocol::status::MoreResults;
 use crate::rewrite::quote_ident;
 use crate::sql::command::Lock;
+use crate::wire::client::Client;
 
 /// The `LOCK TABLES` statement each datasource receives, in datasource order.
 ///

@@ -9,7 +9,6 @@ use std::collections::HashSet;
 
 use bytes::BytesMut;
 
-use super::client::Client;
 use super::outcome::Outcome;
 use crate::backend::Reply;
 use crate::error::ProxyError;
@@ -19,6 +18,7 @@ use crate::merge::keys::{Key, MergeError, Row};
 use crate::merge::{MergeSpec, SortKey};
 use crate::plan::Plan;
 use crate::protocol::row::{ColumnMeta, Protocol, build_row, split_row, truncate_text_row};
+use crate::wire::client::Client;
 
 fn merge_error(e: MergeError) -> ProxyError {
     let what = format!("{} (merging the results of several shards)", e.message);

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::client::Client;
 use super::session::Session;
 use crate::error::{ER_STATEMENT_TIMEOUT, ProxyError};
 use crate::execute::Target;
@@ -22,6 +21,7 @@ use crate::sql::hints::{RouteHints, route_hints};
 use crate::sql::lexer::{Lexed, TokenKind};
 use crate::sql::shape::shape_key;
 use crate::sql::{Analysis, Placement, Refusal, Verb};
+use crate::wire::client::Client;
 
 /// Keywords of statements that only read.
 const READ_VERBS: [&str; 7] = [

@@ -7,7 +7,6 @@
 
 use mysql_common::constants::ColumnType;
 
-use super::client::Client;
 use super::session::Session;
 use crate::backend::BackendConn;
 use crate::error::{ER_UNKNOWN_CHARACTER_SET, ProxyError};
@@ -18,6 +17,7 @@ use crate::rewrite::quote_string;
 use crate::sql::charset::names_a_charset;
 use crate::sql::charset::{CHARSET_VARS, decoding_for};
 use crate::sql::command::SetItem;
+use crate::wire::client::Client;
 
 /// A one-shot value (the next insert's auto-increment): not carried, the connection pins.
 const IDENTITY_VARS: [&str; 1] = ["insert_id"];

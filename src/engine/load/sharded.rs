@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::super::client::Client;
 use super::super::session::Session;
 use super::{ask_for_file, drain_file, next_file_packet};
 use crate::backend::{Diagnostic, FileRequest};
@@ -21,6 +20,7 @@ use crate::route::value::StatementValues;
 use crate::sql::load_data::LoadData;
 use crate::sql::load_data::rows::{self, Next, Record};
 use crate::sql::{ContextKind, ContextSlot, ValueSlot};
+use crate::wire::client::Client;
 
 /// Bytes of records a shard's batch holds before it is loaded into the shard.
 pub(super) const BATCH_BYTES: usize = 256 * 1024;

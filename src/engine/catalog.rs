@@ -13,7 +13,6 @@
 //! and they are dropped before the connection goes back to its pool. Temporary tables work
 //! under `LOCK TABLES` and inside a transaction without ending it.
 
-use super::client::Client;
 use super::session::Session;
 use crate::config::ResultNames;
 use crate::config::{Config, DatasourceId};
@@ -25,6 +24,7 @@ use crate::protocol::packets::{parse_text_row, read_lenenc_bytes};
 use crate::protocol::status::MoreResults;
 use crate::rewrite::{quote_ident, quote_string};
 use crate::sql::lexer::{Lexed, TokenKind};
+use crate::wire::client::Client;
 
 /// A catalog view the proxy answers with the logical tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

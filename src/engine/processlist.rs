@@ -3,11 +3,11 @@
 //! the one backend account every client shares (SPEC §8a). A user sees its own sessions;
 //! a user with `process = true` sees every session.
 
-use super::client::Client;
 use super::session::Session;
 use super::show::{unsigned_column, varchar};
 use crate::error::ProxyError;
 use crate::protocol::status::MoreResults;
+use crate::wire::client::Client;
 
 /// How many characters of a statement `SHOW PROCESSLIST` (without `FULL`) shows, as in MySQL.
 const INFO_CHARS: usize = 100;

@@ -4,13 +4,13 @@
 //! logical schema and tables. The final terminator is left to the caller, which knows
 //! the session's status once the statement's connections are released.
 
-use super::client::Client;
 use super::outcome::Outcome;
 use crate::backend::Reply;
 use crate::error::ProxyError;
 use crate::execute::Results;
 use crate::plan::Plan;
 use crate::protocol::status;
+use crate::wire::client::Client;
 
 /// Rows of at least this many bytes are passed to the client as they arrive instead of
 /// read whole first: the proxy's memory for a result does not grow with its rows' size.

@@ -34,13 +34,13 @@
 //!   get 1792 that MariaDB would run, never the reverse.
 //! - `FLUSH`, which spends them on MariaDB, is refused by the proxy.
 
-use super::client::Client;
 use super::session::Session;
 use crate::error::ProxyError;
 use crate::protocol::status::MoreResults;
 use crate::sql::characteristics::parse_set_transaction;
 use crate::sql::lexer::{Lexed, Token, TokenKind};
 use crate::sql::{Analysis, Placement, Verb};
+use crate::wire::client::Client;
 
 /// What [`Session::open_for_characteristics`] did, for
 /// [`Session::close_for_characteristics`].

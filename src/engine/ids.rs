@@ -3,7 +3,6 @@
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
 
-use super::client::Client;
 use super::session::Session;
 use crate::config::ChannelId;
 use crate::error::{ER_UNKNOWN_ERROR, ProxyError};
@@ -13,6 +12,7 @@ use crate::protocol::status::MoreResults;
 use crate::route::value::StatementValues;
 use crate::sql::hints::RouteHints;
 use crate::sql::{Analysis, Placement};
+use crate::wire::client::Client;
 
 /// The result column of `NEXT_ORDER_ID()`: BIGINT UNSIGNED NOT NULL.
 pub fn id_column(name: &str) -> ColumnSpec<'_> {

@@ -26,7 +26,6 @@ mod sharded;
 
 use mysql_common::constants::CapabilityFlags;
 
-use super::client::Client;
 use super::session::Session;
 use crate::backend::FileRequest;
 use crate::error::{ER_LOAD_INFILE_CAPABILITY_DISABLED, ER_PARSE_ERROR, ProxyError};
@@ -35,6 +34,7 @@ use crate::protocol::packets::OkInfo;
 use crate::protocol::status::MoreResults;
 use crate::sql::lexer::Lexed;
 use crate::sql::load_data::{self, LoadData};
+use crate::wire::client::Client;
 
 /// MariaDB's message for [`ER_LOAD_INFILE_CAPABILITY_DISABLED`].
 const CAPABILITY_DISABLED: &str = "The used command is not allowed because the MariaDB server or client has disabled the local infile capability";

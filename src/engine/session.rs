@@ -1,7 +1,7 @@
 //! One client's session: who it is, the state it asked for (database, session variables,
 //! identity values, diagnostics), its hold on backend connections ([`Transaction`]) and
 //! its prepared statements. Handlers in the sibling modules read and change it; nothing
-//! outside the frontend does.
+//! outside the engine does.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -79,7 +79,7 @@ pub struct Session {
     pub(super) handle: Arc<crate::session_registry::SessionHandle>,
     /// The client connection's TLS parameters (`Ssl_cipher`, `Ssl_version`); `None` in
     /// clear text.
-    pub(super) tls: Option<super::stream::TlsInfo>,
+    pub(super) tls: Option<crate::wire::stream::TlsInfo>,
     /// The databases its user may reach under `rt` (SPEC §8a).
     scope: Arc<Scope>,
     /// The [`Proxy::server_databases`] version and the configuration generation `scope`
@@ -198,6 +198,31 @@ impl Session {
         }
     }
 
+    /// What the wire learned of the connection: its TLS parameters (`None` in clear text)
+    /// and the servers' version as MariaDB numbers it (101119 for 10.11.19), which decides
+    /// how statements lex.
+    pub fn connected_over(
+        &mut self,
+        tls: Option<crate::wire::stream::TlsInfo>,
+        server_version: Option<u32>,
+    ) {
+        self.tls = tls;
+        if let Some(v) = server_version {
+            self.lex_mode.server_version = v;
+        }
+    }
+
+    /// This session as other sessions see it (`KILL`, the drain, the idle timeout).
+    pub fn handle(&self) -> Arc<crate::session_registry::SessionHandle> {
+        self.handle.clone()
+    }
+
+    /// Ends the session: gives back the backend connections it holds (a transaction left
+    /// open rolls back, as when a client of the server disconnects).
+    pub async fn close(&mut self) {
+        self.txn.release_all().await;
+    }
+
     /// The MySQL user.
     pub fn user(&self) -> &str {
         &self.user
@@ -224,7 +249,7 @@ impl Session {
     }
 
     /// In a transaction as MySQL would report it.
-    pub(super) fn in_transaction(&self) -> bool {
+    pub fn in_transaction(&self) -> bool {
         self.txn.in_transaction()
     }
 
@@ -266,7 +291,7 @@ impl Session {
     /// `wait_timeout`, which an interactive client's session starts with at
     /// `interactive_timeout`. Session values where the session set them, the servers'
     /// defaults ([`crate::proxy::SessionDefaults`]) otherwise.
-    pub(super) fn idle_timeout(&self) -> std::time::Duration {
+    pub fn idle_timeout(&self) -> std::time::Duration {
         if !self.txn.shown() {
             return self.wait_timeout;
         }

@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::client::Client;
 use super::session::Session;
 use crate::error::{
     ER_CONNECTION_KILLED, ER_EMPTY_QUERY, ER_NO_SUCH_THREAD, ER_PARSE_ERROR, ER_SP_DOES_NOT_EXIST,
@@ -16,6 +15,7 @@ use crate::protocol::packets::OkInfo;
 use crate::protocol::status::MoreResults;
 use crate::sql::command::{Command, RegionArg, classify};
 use crate::sql::lexer::{Lexed, Piece, lex, split_query, split_statements};
+use crate::wire::client::Client;
 
 impl Session {
     /// Runs the statements of one COM_QUERY and writes their results. Returns `Err` only

@@ -50,7 +50,7 @@ pub struct PreparedStatement {
     pub(super) generation: u64,
     /// The epoch its text last passed the scope and catalog-view checks in: an execution
     /// in the same epoch would get the same answers, since the text is the same.
-    pub(super) checked_in: Option<crate::frontend::memo::Epoch>,
+    pub(super) checked_in: Option<crate::engine::memo::Epoch>,
     /// The rows of the cursor its last execution opened, not fetched yet.
     pub(super) cursor: Option<std::collections::VecDeque<Vec<u8>>>,
 }
