@@ -3,10 +3,13 @@
 //! statements prepared on them ([`statements`]),
 //! pooled per datasource with bb8 ([`pool`]), over plain TCP or TLS ([`tls`]), logged in
 //! with the backend account's plugin ([`auth`]). Nothing here writes to a client.
+//! For unit tests, `memory` is a scripted in-process server that speaks the protocol.
 
 pub mod apply;
 pub mod auth;
 pub mod conn;
+#[cfg(test)]
+pub mod memory;
 pub mod pool;
 pub mod reader;
 pub mod reply;

@@ -26,5 +26,7 @@ mod set;
 mod show;
 mod statement;
 mod statement_log;
+#[cfg(test)]
+mod tests;
 
 pub use query::kill_running_statement;
