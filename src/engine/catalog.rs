@@ -443,7 +443,7 @@ impl Session {
         more: MoreResults,
     ) -> Result<(), ProxyError> {
         let (_, copies_in) = self.copies_home();
-        let rewritten = rewrite(sql, lexed, refs, &copies_in, self.database.as_deref());
+        let rewritten = rewrite(sql, lexed, refs, &copies_in, self.state.database.as_deref());
         let mut views: Vec<View> = refs.iter().map(|r| r.view).collect();
         views.dedup();
         self.run_on_copies(client, &views, None, rewritten, more)
@@ -460,7 +460,10 @@ impl Session {
         filter: Option<usize>,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        let Some(db) = database.or(self.database.as_deref()).map(str::to_owned) else {
+        let Some(db) = database
+            .or(self.state.database.as_deref())
+            .map(str::to_owned)
+        else {
             return Err(ProxyError::client(
                 crate::error::ER_NO_DB_ERROR,
                 b"3D000",
@@ -502,7 +505,7 @@ impl Session {
     ) -> Result<(), ProxyError> {
         let (ds, copies_in) = self.copies_home();
         let plan = Plan::single(ds, query, Some(std::sync::Arc::new(copy_names(&copies_in))));
-        self.warnings.clear();
+        self.state.warnings.clear();
         let mut made = Vec::new();
         let mut ran = Ok(());
         for view in views {
@@ -676,11 +679,11 @@ impl Session {
         let like = clause.len() >= 4 && clause[..4].eq_ignore_ascii_case(b"like");
         let (label, condition) = if like {
             let pattern = &clause[4..];
-            let lexed = crate::sql::lexer::lex(pattern, self.lex_mode);
+            let lexed = crate::sql::lexer::lex(pattern, self.state.lex_mode);
             let text = lexed
                 .tokens
                 .first()
-                .map(|t| crate::sql::lexer::ident_text(pattern, t, self.lex_mode))
+                .map(|t| crate::sql::lexer::ident_text(pattern, t, self.state.lex_mode))
                 .unwrap_or_default();
             let label = format!("Database ({text})");
             let condition = format!(

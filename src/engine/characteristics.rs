@@ -90,7 +90,7 @@ impl Session {
             Role::TemporaryTable if chars.read_only == Some(true) => Err(read_only_transaction()),
             Role::TemporaryTable => Ok(ForCharacteristics::No),
             Role::ImplicitCommit => Ok(ForCharacteristics::Implicit),
-            Role::Transaction if self.autocommit => {
+            Role::Transaction if self.state.autocommit => {
                 self.txn.begin_statement(b"START TRANSACTION");
                 Ok(ForCharacteristics::Opened)
             }
@@ -122,12 +122,12 @@ impl Session {
             ForCharacteristics::Opened => {
                 let chars = self.txn.next_characteristics();
                 match ran {
-                    Ok(value) if self.autocommit => {
+                    Ok(value) if self.state.autocommit => {
                         self.txn.end(b"COMMIT").await?;
                         Ok(value)
                     }
                     Ok(value) => Ok(value),
-                    Err(e) if spends_characteristics(&e) && !self.autocommit => {
+                    Err(e) if spends_characteristics(&e) && !self.state.autocommit => {
                         // The transaction it started stays open, with them, as on MariaDB.
                         Err(e)
                     }
@@ -164,7 +164,7 @@ impl Session {
             .map_or(tokens.len(), |i| i + 1);
         let chars = parse_set_transaction(sql, &tokens[after..]).map_err(syntax_error)?;
         self.txn.set_next_characteristics(chars);
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.ok(&crate::protocol::packets::OkInfo {
             status: self.final_status(more),
             ..Default::default()

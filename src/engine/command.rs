@@ -173,6 +173,6 @@ fn reply_error(
     if let ProxyError::ClientGone(_) = e {
         return Err(e.clone());
     }
-    session.record_error(e);
+    session.state.record_error(e);
     client.error(e)
 }

@@ -18,8 +18,8 @@ use crate::wire::client::Client;
 /// The statement after `EXPLAIN ROUTE`, when it is a data statement.
 pub(super) fn explained(sql: &[u8], body: usize, session: &Session) -> Result<Lexed, ProxyError> {
     let inner = &sql[body..];
-    let lexed = lex(inner, session.lex_mode);
-    match classify(inner, &lexed.tokens, session.lex_mode) {
+    let lexed = lex(inner, session.state.lex_mode);
+    match classify(inner, &lexed.tokens, session.state.lex_mode) {
         Command::Statement => Ok(lexed),
         _ => Err(ProxyError::client(
             ER_PARSE_ERROR,
@@ -32,7 +32,7 @@ pub(super) fn explained(sql: &[u8], body: usize, session: &Session) -> Result<Le
 impl Session {
     /// The result columns of EXPLAIN ROUTE, in the client's result character set.
     pub(super) fn explain_columns(&self) -> Vec<ColumnSpec<'static>> {
-        let (charset, width) = self.result_charset();
+        let (charset, width) = self.state.result_charset();
         let text = |name: &'static str, chars: u32| ColumnSpec {
             name,
             column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
@@ -96,8 +96,8 @@ impl Session {
             .into_iter()
             .map(cells)
             .collect();
-        self.warnings.clear();
-        self.row_count = -1;
+        self.state.warnings.clear();
+        self.state.row_count = -1;
         let status = self.final_status(more);
         let columns = self.explain_columns();
         match params {

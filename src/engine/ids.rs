@@ -118,8 +118,8 @@ impl Session {
     ) -> Result<(), ProxyError> {
         let channel = self.channel_of_region(region);
         let id = self.issue_ids(channel, 1).await?[0];
-        self.warnings.clear();
-        self.row_count = -1;
+        self.state.warnings.clear();
+        self.state.row_count = -1;
         let status = self.final_status(more);
         client.result_set(
             &[id_column(column)],
@@ -138,8 +138,8 @@ impl Session {
     ) -> Result<(), ProxyError> {
         let channel = self.channel_of_region(region);
         let id = self.issue_ids(channel, 1).await?[0];
-        self.warnings.clear();
-        self.row_count = -1;
+        self.state.warnings.clear();
+        self.state.row_count = -1;
         let status = self.final_status(MoreResults::None);
         client.binary_result_set(
             &[id_column(column)],

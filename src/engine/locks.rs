@@ -89,7 +89,12 @@ impl Session {
         lock: &Lock,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        let statements = lock_statements(lock, &self.rt.config, self.in_logical_database())?;
+        let statements = lock_statements(
+            lock,
+            &self.rt.config,
+            self.state
+                .in_database(&self.rt.config.sharding.logical_database),
+        )?;
         // Its implicit commit spends pending `SET TRANSACTION` characteristics (MariaDB
         // 10.11), also when a table then turns out not to exist.
         self.txn.clear_next_characteristics();
@@ -117,7 +122,7 @@ impl Session {
         }
         self.txn
             .set_locked(statements.iter().map(|(ds, _)| *ds).collect());
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
             ..Default::default()
@@ -138,7 +143,7 @@ impl Session {
         let unlocked = self.txn.on_every_held(b"UNLOCK TABLES").await;
         self.txn.release_idle();
         unlocked?;
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
             ..Default::default()

@@ -24,6 +24,7 @@ mod respond;
 pub mod session;
 mod set;
 mod show;
+mod state;
 mod statement;
 mod statement_log;
 #[cfg(test)]

@@ -62,7 +62,7 @@ impl Session {
         full: bool,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        let charset = self.result_charset();
+        let charset = self.state.result_charset();
         let nullable = |mut c: crate::protocol::packets::ColumnSpec<'static>| {
             c.flags
                 .remove(mysql_common::constants::ColumnFlags::NOT_NULL_FLAG);
@@ -103,7 +103,7 @@ impl Session {
                 ]
             })
             .collect();
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.result_set(&columns, &rows, ("", ""), self.final_status(more))
     }
 }

@@ -23,12 +23,12 @@ impl Session {
     pub async fn query(&mut self, client: &mut Client, text: &[u8]) -> Result<(), ProxyError> {
         if memchr::memchr(b';', text).is_none() {
             // One statement at most (the usual case): lexed once, not split first.
-            let lexed = lex(text, self.lex_mode);
+            let lexed = lex(text, self.state.lex_mode);
             if !lexed.tokens.is_empty() {
                 return self.only_statement(client, text, lexed).await;
             }
         }
-        let statements = split_statements(text, self.lex_mode);
+        let statements = split_statements(text, self.state.lex_mode);
         if statements.is_empty() {
             if text.iter().all(u8::is_ascii_whitespace) {
                 let e = ProxyError::client(ER_EMPTY_QUERY, b"42000", "Query was empty");
@@ -49,12 +49,13 @@ impl Session {
             return client.error(&e);
         }
         let pieces: Vec<Piece> = if multi {
-            split_query(text, self.lex_mode)
+            split_query(text, self.state.lex_mode)
         } else {
             statements.into_iter().map(Piece::Statement).collect()
         };
         self.each_piece(client, text, pieces).await?;
-        self.handle.set_activity(self.database.as_deref(), None);
+        self.handle
+            .set_activity(self.state.database.as_deref(), None);
         Ok(())
     }
 
@@ -69,7 +70,7 @@ impl Session {
         text: &[u8],
         pieces: Vec<Piece>,
     ) -> Result<(), ProxyError> {
-        let mut split_under = self.lex_mode;
+        let mut split_under = self.state.lex_mode;
         let mut offset = 0;
         let mut pieces = std::collections::VecDeque::from(pieces);
         while let Some(piece) = pieces.pop_front() {
@@ -87,7 +88,7 @@ impl Session {
                         b"42000",
                         "You have an error in your SQL syntax: an empty statement between ';'",
                     );
-                    self.record_error(&e);
+                    self.state.record_error(&e);
                     return client.error(&e);
                 }
             };
@@ -95,8 +96,8 @@ impl Session {
             if !self.each_statement(client, sql, None, more).await? {
                 break;
             }
-            if self.lex_mode != split_under {
-                split_under = self.lex_mode;
+            if self.state.lex_mode != split_under {
+                split_under = self.state.lex_mode;
                 // Past the statement and its `;`.
                 offset += range.end;
                 if text.get(offset) == Some(&b';') {
@@ -117,7 +118,8 @@ impl Session {
     ) -> Result<(), ProxyError> {
         self.each_statement(client, sql, Some(lexed), MoreResults::None)
             .await?;
-        self.handle.set_activity(self.database.as_deref(), None);
+        self.handle
+            .set_activity(self.state.database.as_deref(), None);
         Ok(())
     }
 
@@ -132,7 +134,7 @@ impl Session {
     ) -> Result<bool, ProxyError> {
         let started = std::time::Instant::now();
         self.handle
-            .set_activity(self.database.as_deref(), Some(("Query", sql)));
+            .set_activity(self.state.database.as_deref(), Some(("Query", sql)));
         let result = self.bounded_statement(client, sql, lexed, more).await;
         self.statement_done(sql, &result, started);
         let Err(e) = result else {
@@ -141,7 +143,7 @@ impl Session {
         if let ProxyError::ClientGone(_) = e {
             return Err(e);
         }
-        self.record_error(&e);
+        self.state.record_error(&e);
         client.error(&e)?;
         // Connections that failed are dropped now; if one held the transaction or pinned
         // state, the session is lost.
@@ -191,7 +193,7 @@ impl Session {
         lexed: Option<Lexed>,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        let lexed = lexed.unwrap_or_else(|| lex(sql, self.lex_mode));
+        let lexed = lexed.unwrap_or_else(|| lex(sql, self.state.lex_mode));
         if lexed.tokens.iter().any(|t| t.is_punct(sql, "\0")) {
             return Err(ProxyError::client(
                 ER_PARSE_ERROR,
@@ -209,7 +211,7 @@ impl Session {
                 .await;
         }
         self.check_database_access(sql, &lexed)?;
-        let command = classify(sql, &lexed.tokens, self.lex_mode);
+        let command = classify(sql, &lexed.tokens, self.state.lex_mode);
         self.classified_statement(client, sql, &lexed, command, shape, more)
             .await
     }
@@ -349,7 +351,7 @@ impl Session {
     }
 
     fn ok(&mut self, client: &mut Client, more: MoreResults) -> Result<(), ProxyError> {
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
             ..Default::default()
@@ -364,7 +366,7 @@ impl Session {
         sql: &[u8],
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        let lexed = crate::sql::lexer::lex(sql, self.lex_mode);
+        let lexed = crate::sql::lexer::lex(sql, self.state.lex_mode);
         // Checked here: the text is replayed later on each datasource the transaction
         // touches, where a refusal would come too late (and leave a pending `SET
         // TRANSACTION` on a pooled connection).
@@ -415,7 +417,7 @@ impl Session {
         back_to: Option<(String, bool)>,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        if !self.in_transaction() && self.autocommit {
+        if !self.in_transaction() && self.state.autocommit {
             // Outside a transaction MySQL accepts SAVEPOINT and forgets it at once.
             if let Some((name, _)) = back_to {
                 return Err(ProxyError::client(
@@ -435,7 +437,7 @@ impl Session {
                 ));
             }
         }
-        if !self.txn.holds_any() && !self.autocommit && !self.txn.explicit() {
+        if !self.txn.holds_any() && !self.state.autocommit && !self.txn.explicit() {
             // autocommit=0 with no statement yet: the savepoint opens the transaction on the
             // default datasource, as the first statement would.
             let ds = self.rt.config.sharding.default_datasource;

@@ -3,13 +3,13 @@
 //! its prepared statements. Handlers in the sibling modules read and change it; nothing
 //! outside the engine does.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use mysql_common::constants::CapabilityFlags;
 
-use crate::backend::vars::SessionVars;
-use crate::backend::{BackendConn, Diagnostic};
+use super::state::SessionState;
+use crate::backend::BackendConn;
 use crate::error::ProxyError;
 use crate::execute::Target;
 use crate::execute::{Transaction, Wants};
@@ -18,9 +18,8 @@ use crate::protocol::status;
 use crate::protocol::status::MoreResults;
 use crate::proxy::{Proxy, Runtime};
 use crate::rewrite::SessionValues;
-use crate::sql::charset::CHARSET_VARS;
-use crate::sql::charset::{Decoding, collation_names, decoding_for};
-use crate::sql::lexer::LexMode;
+
+use crate::sql::charset::Decoding;
 
 impl Drop for Session {
     fn drop(&mut self) {
@@ -49,30 +48,11 @@ pub struct Session {
     pub(super) caps: CapabilityFlags,
     /// Connection attributes (`program_name`, ...).
     pub(super) attributes: HashMap<String, String>,
-    /// Current database.
-    pub(super) database: Option<String>,
-    /// Session variables as SQL literals, by lower-case name; always holds the character
-    /// set variables and `autocommit`. User variables set with `SET @x = ...` are kept
-    /// here too, under their `@name`, and applied to every connection the session uses.
-    pub(super) vars: SessionVars,
-    /// `autocommit`.
-    pub(super) autocommit: bool,
-    /// How statements are lexed (from `sql_mode`).
-    pub(super) lex_mode: LexMode,
-    /// How statements decode (from `character_set_client`).
-    pub(super) decoding: Decoding,
+    /// What the session asked for and was told: its variables, characteristics,
+    /// identity values and diagnostics ([`SessionState`]).
+    pub(super) state: SessionState,
     /// Backend connections held, the transaction, pins.
     pub(super) txn: Transaction,
-    /// `LAST_INSERT_ID()`.
-    pub(super) last_insert_id: u64,
-    /// `ROW_COUNT()`.
-    pub(super) row_count: i64,
-    /// `FOUND_ROWS()`.
-    pub(super) found_rows: u64,
-    /// `@@sql_select_limit` below its default, read when a SET changes it.
-    pub(super) select_limit: Option<u64>,
-    /// What `SHOW WARNINGS` lists: the previous statement's diagnostics.
-    pub(super) warnings: Vec<Diagnostic>,
     /// Prepared statements.
     pub(super) statements: super::prepared::registry::Statements,
     /// This session as other sessions see it (KILL).
@@ -88,20 +68,6 @@ pub struct Session {
     scope_generation: u64,
     /// The data-statement shapes this session ran last, under `scope` and `rt`.
     memo: super::memo::ShapeMemo,
-    /// What the servers give a new session, as the proxy last read it when this session
-    /// started (or was reset): kept, as a server session keeps what it started with.
-    pub(super) defaults: Option<Arc<crate::proxy::SessionDefaults>>,
-    /// The session's `wait_timeout` (at least 1 s): from `defaults` (`interactive_timeout`
-    /// for an interactive client), then as `SET wait_timeout` reads back.
-    pub(super) wait_timeout: std::time::Duration,
-}
-
-fn literal(s: &str) -> Vec<u8> {
-    literal_bytes(s.as_bytes())
-}
-
-fn literal_bytes(s: &[u8]) -> Vec<u8> {
-    crate::rewrite::quote_string(s)
 }
 
 impl Session {
@@ -115,40 +81,11 @@ impl Session {
         collation: u8,
         attributes: HashMap<String, String>,
     ) -> Self {
-        let collation_id = collation;
-        let (charset, collation) = match collation_names(collation) {
-            // MySQL 8 collations (ids above 247) are unknown to MariaDB 10.x.
-            Some((cs, coll)) if collation <= 247 => (cs, coll),
-            Some((cs, _)) if cs == "utf8mb4" => (cs, "utf8mb4_general_ci".to_owned()),
-            _ => ("utf8mb4".to_owned(), "utf8mb4_general_ci".to_owned()),
-        };
-        let mut vars = BTreeMap::new();
-        for name in &CHARSET_VARS[..3] {
-            vars.insert((*name).to_owned(), literal(&charset));
-        }
-        vars.insert("collation_connection".to_owned(), literal(&collation));
-        vars.insert("autocommit".to_owned(), b"1".to_vec());
-        vars.insert("last_insert_id".to_owned(), b"0".to_vec());
         // The servers' own defaults, so every connection the session uses has them (a
         // pooled one opened before a `SET GLOBAL` too) and the status flags say so.
         let defaults = proxy.cached_session_defaults();
         let interactive = caps.contains(CapabilityFlags::CLIENT_INTERACTIVE);
-        let mut lex_mode = LexMode::default();
-        if let Some(d) = &defaults {
-            vars.insert("sql_mode".to_owned(), literal_bytes(&d.sql_mode));
-            lex_mode = lex_mode.with_sql_mode(&String::from_utf8_lossy(&d.sql_mode));
-            if interactive && d.interactive_timeout != d.wait_timeout {
-                // MariaDB starts an interactive client's session with interactive_timeout
-                // as its wait_timeout.
-                vars.insert(
-                    "wait_timeout".to_owned(),
-                    d.interactive_timeout.to_string().into_bytes(),
-                );
-            }
-        }
-        let key = u64::from(collation_id)
-            | u64::from(interactive) << 8
-            | defaults.as_ref().map_or(0, |d| d.generation) << 9;
+        let state = SessionState::new(collation, interactive, defaults);
         let handle = proxy.sessions.register(id, &user, &host);
         let rt = proxy.runtime();
         let known = proxy.server_databases();
@@ -160,7 +97,6 @@ impl Session {
             user_at_host: format!("{user}@{host}").into(),
             current_user: format!("{user}@%").into(),
             scope,
-            decoding: decoding_for(&charset).unwrap_or(Decoding::Utf8),
             rt,
             proxy,
             id,
@@ -168,33 +104,12 @@ impl Session {
             host,
             caps,
             attributes,
-            database: None,
-            vars: SessionVars::handshake_default(key, vars),
-            autocommit: true,
-            lex_mode,
+            state,
             txn: Transaction::default(),
-            last_insert_id: 0,
-            row_count: -1,
-            found_rows: 0,
-            select_limit: None,
-            warnings: Vec::new(),
             statements: Default::default(),
             handle,
             tls: None,
             memo: Default::default(),
-            wait_timeout: std::time::Duration::from_secs(
-                defaults
-                    .as_ref()
-                    .map_or(28_800, |d| {
-                        if interactive {
-                            d.interactive_timeout
-                        } else {
-                            d.wait_timeout
-                        }
-                    })
-                    .max(1),
-            ),
-            defaults,
         }
     }
 
@@ -208,7 +123,7 @@ impl Session {
     ) {
         self.tls = tls;
         if let Some(v) = server_version {
-            self.lex_mode.server_version = v;
+            self.state.lex_mode.server_version = v;
         }
     }
 
@@ -230,22 +145,7 @@ impl Session {
 
     /// The current database.
     pub fn database(&self) -> Option<&str> {
-        self.database.as_deref()
-    }
-
-    /// Sets `LAST_INSERT_ID()`; connections the session uses get it too, so
-    /// `@@last_insert_id` and `@@identity` agree with it.
-    pub(super) fn set_last_insert_id(&mut self, id: u64) {
-        self.last_insert_id = id;
-        self.vars
-            .insert("last_insert_id".to_owned(), id.to_string().into_bytes());
-    }
-
-    /// The session's current database is the logical database.
-    pub(super) fn in_logical_database(&self) -> bool {
-        self.database
-            .as_deref()
-            .is_some_and(|d| d.eq_ignore_ascii_case(&self.rt.config.sharding.logical_database))
+        self.state.database.as_deref()
     }
 
     /// In a transaction as MySQL would report it.
@@ -263,97 +163,32 @@ impl Session {
     pub(super) fn final_status(&self, more: MoreResults) -> u16 {
         let in_transaction = self.txn.shown();
         status::session(
-            self.autocommit,
+            self.state.autocommit,
             in_transaction,
-            in_transaction && self.txn.read_only(self.session_read_only()),
-            self.sql_mode_flags(),
+            in_transaction && self.txn.read_only(self.state.read_only()),
+            self.state.sql_mode_flags(),
             more,
         )
     }
 
-    /// The status flags of the session's `sql_mode` (`NO_BACKSLASH_ESCAPES`,
-    /// `ANSI_QUOTES`), as the lexer reads statements under it.
-    pub(super) fn sql_mode_flags(&self) -> u16 {
-        let mut flags = 0;
-        if self.lex_mode.no_backslash_escapes {
-            flags |= status::NO_BACKSLASH_ESCAPES;
-        }
-        if self.lex_mode.ansi_quotes {
-            flags |= status::ANSI_QUOTES;
-        }
-        flags
-    }
-
-    /// How long the client may stay silent between commands before the session ends, as
-    /// MariaDB decides it (`THD::get_net_wait_timeout`): in a transaction,
-    /// `idle_write_transaction_timeout` once it wrote or `idle_readonly_transaction_timeout`
-    /// until then, else `idle_transaction_timeout`, whichever is set (above 0); otherwise
-    /// `wait_timeout`, which an interactive client's session starts with at
-    /// `interactive_timeout`. Session values where the session set them, the servers'
-    /// defaults ([`crate::proxy::SessionDefaults`]) otherwise.
+    /// How long the client may stay silent between commands before the session ends
+    /// ([`SessionState::idle_timeout`]).
     pub fn idle_timeout(&self) -> std::time::Duration {
-        if !self.txn.shown() {
-            return self.wait_timeout;
-        }
-        let defaults = &self.defaults;
-        let seconds = |name: &str, default: u64| {
-            self.vars
-                .get(name)
-                .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok())
-                .unwrap_or(default)
-        };
-        let idle = defaults
-            .as_ref()
-            .map_or([0; 3], |d| d.idle_transaction_timeouts);
-        let (specific, default) = if self.txn.changed_rows() {
-            ("idle_write_transaction_timeout", idle[2])
-        } else {
-            ("idle_readonly_transaction_timeout", idle[1])
-        };
-        [
-            seconds(specific, default),
-            seconds("idle_transaction_timeout", idle[0]),
-        ]
-        .into_iter()
-        .find(|&limit| limit > 0)
-        .map_or(self.wait_timeout, std::time::Duration::from_secs)
-    }
-
-    /// The session's `tx_read_only` (`SET SESSION TRANSACTION READ ONLY`).
-    fn session_read_only(&self) -> bool {
-        ["tx_read_only", "transaction_read_only"]
-            .iter()
-            .any(|v| self.vars.get(*v).is_some_and(|v| v == b"1"))
-    }
-
-    /// Collation id and bytes per character of the results the client receives
-    /// (`character_set_results`): the proxy's own result columns are described in it.
-    pub(super) fn result_charset(&self) -> (u16, u32) {
-        let cs = self.vars.get("character_set_results").map(|v| {
-            String::from_utf8_lossy(v)
-                .trim_matches('\'')
-                .to_ascii_lowercase()
-        });
-        match cs.as_deref() {
-            Some("utf8mb4") => (45, 4),
-            Some("latin1") => (8, 1),
-            Some("ascii") => (11, 1),
-            Some("binary") => (63, 1),
-            _ => (33, 3),
-        }
+        self.state
+            .idle_timeout(self.txn.shown(), self.txn.changed_rows())
     }
 
     /// Values for session functions.
     pub(super) fn session_values(&self) -> SessionValues {
         SessionValues {
-            last_insert_id: self.last_insert_id,
+            last_insert_id: self.state.last_insert_id,
             connection_id: self.id,
-            database: self.database.clone(),
-            row_count: self.row_count,
-            found_rows: self.found_rows,
+            database: self.state.database.clone(),
+            row_count: self.state.row_count,
+            found_rows: self.state.found_rows,
             user: self.user_at_host.clone(),
             current_user: self.current_user.clone(),
-            select_limit: self.select_limit,
+            select_limit: self.state.select_limit,
         }
     }
 
@@ -362,15 +197,16 @@ impl Session {
     pub(super) fn parts(&mut self) -> (&mut Transaction, Wants<'_>) {
         let logical = &self.rt.config.sharding.logical_database;
         let database = self
+            .state
             .database
             .as_deref()
             .filter(|d| !d.eq_ignore_ascii_case(logical));
         let wants = Wants {
             config: &self.rt.config,
             pools: &self.rt.pools,
-            vars: &self.vars,
+            vars: &self.state.vars,
             database,
-            autocommit: self.autocommit,
+            autocommit: self.state.autocommit,
             found_rows: self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS),
             session: Some(&self.handle),
         };
@@ -424,7 +260,7 @@ impl Session {
         conn.state
             .vars
             .insert("sql_mode".to_owned(), literal.clone());
-        self.vars.insert("sql_mode".to_owned(), literal);
+        self.state.vars.insert("sql_mode".to_owned(), literal);
         self.txn.release_idle();
         Ok(())
     }
@@ -483,21 +319,11 @@ impl Session {
             collation,
             std::mem::take(&mut self.attributes),
         );
-        let database = self.database.take();
-        let server_version = self.lex_mode.server_version;
+        let database = self.state.database.take();
+        let server_version = self.state.lex_mode.server_version;
         *self = fresh;
-        self.database = database;
-        self.lex_mode.server_version = server_version;
-    }
-
-    /// After an error, `SHOW WARNINGS` lists it.
-    pub(super) fn record_error(&mut self, e: &ProxyError) {
-        let (code, _, message) = e.to_packet_parts();
-        self.warnings = vec![Diagnostic {
-            level: b"Error".to_vec(),
-            code: code.to_string().into_bytes(),
-            message,
-        }];
+        self.state.database = database;
+        self.state.lex_mode.server_version = server_version;
     }
 
     /// The user's scope under the configuration in force, with the databases the servers
@@ -528,7 +354,7 @@ impl Session {
         lexed: &crate::sql::lexer::Lexed,
     ) -> Result<(), ProxyError> {
         self.check_name_bytes(sql, lexed)?;
-        if let Some(db) = self.database.as_deref() {
+        if let Some(db) = self.state.database.as_deref() {
             let is_use = lexed.tokens.first().is_some_and(|t| t.is_word(sql, "use"));
             if !is_use {
                 self.scope.check_database(db)?;
@@ -538,8 +364,8 @@ impl Session {
             &self.scope,
             sql,
             &lexed.tokens,
-            self.lex_mode,
-            self.database.as_deref(),
+            self.state.lex_mode,
+            self.state.database.as_deref(),
         )
     }
 
@@ -552,7 +378,7 @@ impl Session {
         // In a single-byte character set a byte above 0x7F may be a space to the server
         // (0xA0 in latin1 and latin2, not in cp1251): the proxy, reading it as part of a
         // name, would not see the words it separates (`USE\xA0mysql`).
-        if self.decoding == Decoding::SingleByte {
+        if self.state.decoding == Decoding::SingleByte {
             let unquoted = lexed.tokens.iter().any(|t| {
                 t.kind == crate::sql::lexer::TokenKind::Word
                     && t.bytes(sql).iter().any(|&b| b > 0x7F)
@@ -572,8 +398,14 @@ impl Session {
         sql: &[u8],
         lexed: &crate::sql::lexer::Lexed,
     ) -> Option<Vec<u8>> {
-        super::memo::ShapeMemo::<Scope>::eligible(sql, lexed, self.lex_mode).then(|| {
-            crate::sql::shape::shape_key(sql, lexed, self.lex_mode, self.in_logical_database())
+        super::memo::ShapeMemo::<Scope>::eligible(sql, lexed, self.state.lex_mode).then(|| {
+            crate::sql::shape::shape_key(
+                sql,
+                lexed,
+                self.state.lex_mode,
+                self.state
+                    .in_database(&self.rt.config.sharding.logical_database),
+            )
         })
     }
 
@@ -582,8 +414,8 @@ impl Session {
         super::memo::Epoch::new(
             &self.scope,
             self.rt.generation,
-            self.database.as_deref(),
-            self.lex_mode,
+            self.state.database.as_deref(),
+            self.state.lex_mode,
         )
     }
 
@@ -592,8 +424,8 @@ impl Session {
         epoch.matches(
             &self.scope,
             self.rt.generation,
-            self.database.as_deref(),
-            self.lex_mode,
+            self.state.database.as_deref(),
+            self.state.lex_mode,
         )
     }
 
@@ -604,8 +436,8 @@ impl Session {
             shape,
             &self.scope,
             self.rt.generation,
-            self.database.as_deref(),
-            self.lex_mode,
+            self.state.database.as_deref(),
+            self.state.lex_mode,
         )
     }
 
@@ -616,8 +448,8 @@ impl Session {
             analysis,
             &self.scope,
             self.rt.generation,
-            self.database.as_deref(),
-            self.lex_mode,
+            self.state.database.as_deref(),
+            self.state.lex_mode,
         );
     }
 

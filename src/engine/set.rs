@@ -321,7 +321,7 @@ impl Session {
         if opaque {
             self.txn.pin();
         }
-        let autocommit_was_off = !self.autocommit;
+        let autocommit_was_off = !self.state.autocommit;
         if let Err(e) = self.absorb(values) {
             // A value the proxy refuses (a character set it cannot lex) is already in
             // force on the backend: that connection goes.
@@ -330,11 +330,11 @@ impl Session {
             }
             return Err(e);
         }
-        self.txn.sync_held(&self.vars).await?;
-        if autocommit_was_off && self.autocommit {
+        self.txn.sync_held(&self.state.vars).await?;
+        if autocommit_was_off && self.state.autocommit {
             self.autocommit_turned_on().await?;
         }
-        self.warnings.clear();
+        self.state.warnings.clear();
         self.txn.release_idle();
         client.ok(&OkInfo {
             status: self.final_status(more),
@@ -386,16 +386,16 @@ impl Session {
             conn.state.vars.insert(name.clone(), value.clone());
         }
         self.absorb(values)?;
-        self.txn.sync_held(&self.vars).await
+        self.txn.sync_held(&self.state.vars).await
     }
 
     /// The session's `autocommit` is `on`, as a procedure set it (read back from the
     /// backend that ran it): kept, and set on the other connections the session holds.
     pub(super) async fn adopt_autocommit(&mut self, on: bool) -> Result<(), ProxyError> {
-        let was_off = !self.autocommit;
+        let was_off = !self.state.autocommit;
         let value = if on { b"1" } else { b"0" }.to_vec();
         self.absorb(vec![("autocommit".to_owned(), value)])?;
-        self.txn.sync_held(&self.vars).await?;
+        self.txn.sync_held(&self.state.vars).await?;
         if was_off && on {
             // The server committed the open transaction, as after `SET autocommit = 1`.
             self.autocommit_turned_on().await?;
@@ -414,7 +414,7 @@ impl Session {
                 .to_owned();
             match name.as_str() {
                 "last_insert_id" => {
-                    self.set_last_insert_id(text.parse().unwrap_or(0));
+                    self.state.set_last_insert_id(text.parse().unwrap_or(0));
                     continue;
                 }
                 "insert_id" => {
@@ -422,23 +422,23 @@ impl Session {
                     self.txn.pin();
                     continue;
                 }
-                "autocommit" => self.autocommit = text == "1",
+                "autocommit" => self.state.autocommit = text == "1",
                 "sql_select_limit" => {
-                    self.select_limit = text.parse().ok().filter(|&n: &u64| n != u64::MAX);
+                    self.state.select_limit = text.parse().ok().filter(|&n: &u64| n != u64::MAX);
                 }
-                "sql_mode" => self.lex_mode = self.lex_mode.with_sql_mode(&text),
+                "sql_mode" => self.state.lex_mode = self.state.lex_mode.with_sql_mode(&text),
                 "wait_timeout" => {
                     if let Ok(seconds) = text.parse::<u64>() {
-                        self.wait_timeout = std::time::Duration::from_secs(seconds.max(1));
+                        self.state.wait_timeout = std::time::Duration::from_secs(seconds.max(1));
                     }
                 }
                 "character_set_client" => {
-                    self.decoding = decoding_for(&text)
+                    self.state.decoding = decoding_for(&text)
                         .map_err(|m| ProxyError::client(ER_UNKNOWN_CHARACTER_SET, b"42000", m))?;
                 }
                 _ => {}
             }
-            self.vars.insert(name, value);
+            self.state.vars.insert(name, value);
         }
         Ok(())
     }
@@ -452,7 +452,7 @@ impl Session {
         more: MoreResults,
     ) -> Result<(), ProxyError> {
         self.select_database(database).await?;
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
             session_state: self.schema_state(),
@@ -464,14 +464,15 @@ impl Session {
     /// (`session_track_schema`, the server's default unless the session set it); empty
     /// otherwise.
     pub(super) fn schema_state(&self) -> Vec<u8> {
-        let tracked = match self.vars.get("session_track_schema") {
+        let tracked = match self.state.vars.get("session_track_schema") {
             Some(v) => v == b"1",
             None => self
+                .state
                 .defaults
                 .as_ref()
                 .is_some_and(|d| d.session_track_schema),
         };
-        match (&self.database, tracked) {
+        match (&self.state.database, tracked) {
             (Some(db), true) => crate::protocol::packets::session_state_schema(db.as_bytes()),
             _ => Vec::new(),
         }
@@ -497,7 +498,7 @@ impl Session {
             self.txn.release_idle();
             checked?;
         }
-        self.database = Some(database.to_owned());
+        self.state.database = Some(database.to_owned());
         Ok(())
     }
 }

@@ -72,6 +72,7 @@ impl Session {
         more: MoreResults,
     ) -> Result<(), ProxyError> {
         let rows: Vec<_> = self
+            .state
             .warnings
             .iter()
             .filter(|d| !errors_only || d.level == b"Error")
@@ -94,7 +95,7 @@ impl Session {
             let value = rows.len().to_string().into_bytes();
             return client.result_set(&[spec], &[vec![Some(value)]], ("", ""), status);
         }
-        let charset = self.result_charset();
+        let charset = self.state.result_charset();
         let columns = [
             varchar("Level", 7, charset),
             ColumnSpec {
@@ -158,7 +159,7 @@ impl Session {
             let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
             client.packet(&text_row(&values))?;
         }
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.rows_end(0, status)
     }
 
@@ -231,7 +232,7 @@ impl Session {
         more: MoreResults,
     ) -> Result<(), ProxyError> {
         let columns = [
-            varchar(name, chars, self.result_charset()),
+            varchar(name, chars, self.state.result_charset()),
             ColumnSpec {
                 name: count,
                 column_type: ColumnType::MYSQL_TYPE_LONGLONG,
@@ -262,7 +263,7 @@ impl Session {
     ) -> Result<(), ProxyError> {
         let config = &self.rt.config;
         let pools = self.rt.pools.report();
-        let charset = self.result_charset();
+        let charset = self.state.result_charset();
         let columns = [
             unsigned_column("shard", 10),
             varchar("channel", 64, charset),
@@ -313,7 +314,7 @@ impl Session {
         client: &mut Client,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        let charset = self.result_charset();
+        let charset = self.state.result_charset();
         let columns = [
             varchar("datasource", 64, charset),
             varchar("pool", 16, charset),
@@ -367,7 +368,9 @@ impl Session {
         }
         let about_logical = match database {
             Some(db) => db.eq_ignore_ascii_case(logical),
-            None => self.in_logical_database(),
+            None => self
+                .state
+                .in_database(&self.rt.config.sharding.logical_database),
         };
         let ds = config.sharding.default_datasource;
         if !about_logical {
@@ -436,7 +439,7 @@ impl Session {
             let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
             client.packet(&text_row(&values))?;
         }
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.rows_end(0, status)
     }
 
@@ -454,7 +457,7 @@ impl Session {
         more: MoreResults,
     ) -> Result<(), ProxyError> {
         let config = self.rt.config.clone();
-        let mode = self.lex_mode;
+        let mode = self.state.lex_mode;
         let tokens = &lexed.tokens;
         let name = ident_text(sql, &tokens[table.last as usize], mode);
         let qualifier = if table.first != table.last {
@@ -467,7 +470,9 @@ impl Session {
         }
         let in_logical = match &qualifier {
             Some(db) => db.eq_ignore_ascii_case(&config.sharding.logical_database),
-            None => self.in_logical_database(),
+            None => self
+                .state
+                .in_database(&self.rt.config.sharding.logical_database),
         };
         let binding = config.binding_table(&name).filter(|_| in_logical);
         let Some(table_id) = binding else {
@@ -560,7 +565,7 @@ impl Session {
             let values: Vec<Option<&[u8]>> = renamed.iter().map(|v| v.as_deref()).collect();
             client.packet(&text_row(&values))?;
         }
-        self.warnings.clear();
+        self.state.warnings.clear();
         client.rows_end(0, status)
     }
 }
@@ -572,7 +577,7 @@ impl Session {
         // A current database a reload took out of the scope lists nothing, as statements
         // are refused there (1044).
         self.refresh()?;
-        if let Some(db) = self.database.as_deref() {
+        if let Some(db) = self.state.database.as_deref() {
             self.check_database(db)?;
         }
         let config = self.rt.config.clone();
@@ -581,9 +586,10 @@ impl Session {
             None => (body, &[][..]),
         };
         let name = String::from_utf8_lossy(table).into_owned();
-        let binding = config
-            .binding_table(&name)
-            .filter(|_| self.in_logical_database());
+        let binding = config.binding_table(&name).filter(|_| {
+            self.state
+                .in_database(&self.rt.config.sharding.logical_database)
+        });
         let (ds, request, names) = match binding {
             Some(id) => {
                 let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];

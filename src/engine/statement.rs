@@ -74,13 +74,14 @@ impl Session {
                 (
                     prefix,
                     inner,
-                    Some(crate::sql::lexer::lex(inner, self.lex_mode)),
+                    Some(crate::sql::lexer::lex(inner, self.state.lex_mode)),
                 )
             }
             None => (&[][..], sql, None),
         };
         let lexed = inner.as_ref().unwrap_or(lexed);
         let in_is = self
+            .state
             .database
             .as_deref()
             .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
@@ -182,9 +183,9 @@ impl Session {
         let mut values = StatementValues {
             sql: s.text.sql,
             tokens: s.text.tokens,
-            mode: self.lex_mode,
+            mode: self.state.lex_mode,
             params: s.params,
-            last_insert_id: self.last_insert_id,
+            last_insert_id: self.state.last_insert_id,
             generated: &[],
         };
         let generated = if explain {
@@ -294,9 +295,9 @@ impl Session {
             }),
             autocommit: true,
         };
-        self.warnings.clear();
+        self.state.warnings.clear();
         if extras.calc_found_rows {
-            self.found_rows = 0;
+            self.state.found_rows = 0;
         }
         let mut ran = match self.open_for_characteristics(&s.analysis, sql, s.text.tokens) {
             Ok(opened) => {
@@ -351,7 +352,7 @@ impl Session {
             .map(|s| self.rt.config.datasource(s.datasource).query_timeout)
             .max()
             .unwrap_or_default();
-        let savepoint = self.in_transaction() || !self.autocommit;
+        let savepoint = self.in_transaction() || !self.state.autocommit;
         if plan.atomic {
             let ds = plan.steps[0].datasource;
             let begin: &[u8] = if savepoint {
@@ -398,8 +399,8 @@ impl Session {
         mut extras: Extras,
         more: MoreResults,
     ) -> Result<Ran, ProxyError> {
-        let parallel =
-            (!self.in_transaction() && self.autocommit && !self.txn.pinned()).then(|| {
+        let parallel = (!self.in_transaction() && self.state.autocommit && !self.txn.pinned())
+            .then(|| {
                 self.rt
                     .config
                     .sharding
@@ -409,7 +410,7 @@ impl Session {
         // The session's flags as the statement starts; what the backends add (the
         // transaction the statement opens, its index use) joins them packet by packet.
         let status = self.final_status(more);
-        extras.autocommit = self.autocommit;
+        extras.autocommit = self.state.autocommit;
         let handle = self.handle.clone();
         let config = self.rt.config.clone();
         let (txn, wants) = self.parts();
@@ -455,9 +456,10 @@ impl Session {
                         self.proxy.metrics.count_backend_error(name, &code);
                     }
                 }
-                self.record_error(&e);
+                self.state.record_error(&e);
                 let ran_on: Vec<_> = plan.steps.iter().map(|s| s.datasource).collect();
-                self.txn.after_failed_statement(&ran_on, self.autocommit);
+                self.txn
+                    .after_failed_statement(&ran_on, self.state.autocommit);
                 self.txn.release_idle();
                 return Err(e);
             }
@@ -476,27 +478,27 @@ impl Session {
         if !out.result_set && out.affected_rows > 0 {
             self.txn.record_changed_rows();
         }
-        self.warnings = ran.diagnostics;
+        self.state.warnings = ran.diagnostics;
         let issued = plan
             .ids
             .iter()
             .find(|i| i.layer == crate::plan::RouteLayer::Issued);
         if let Some(id) = issued.and_then(|i| i.order_id) {
-            self.set_last_insert_id(id);
+            self.state.set_last_insert_id(id);
         } else if let Some(id) = ran.insert_id_set {
-            self.set_last_insert_id(id);
+            self.state.set_last_insert_id(id);
         } else if out.last_insert_id != 0 {
-            self.set_last_insert_id(out.last_insert_id);
+            self.state.set_last_insert_id(out.last_insert_id);
         }
         if out.result_set {
-            self.row_count = -1;
-            self.found_rows = if ran.calc_found_rows {
+            self.state.row_count = -1;
+            self.state.found_rows = if ran.calc_found_rows {
                 ran.found_rows
             } else {
                 out.rows
             };
         } else {
-            self.row_count = i64::try_from(out.affected_rows).unwrap_or(i64::MAX);
+            self.state.row_count = i64::try_from(out.affected_rows).unwrap_or(i64::MAX);
         }
         if !plan.probe.is_empty() {
             self.learn_from_probe(plan).await;
@@ -546,7 +548,7 @@ impl Session {
         more: MoreResults,
     ) -> Result<(), ProxyError> {
         let plan = Plan::single(datasource, sql, names);
-        self.warnings.clear();
+        self.state.warnings.clear();
         let ran = self
             .run_plan(client, &plan, None, Extras::default(), more)
             .await;
@@ -556,8 +558,8 @@ impl Session {
     /// A write that matches no row: MySQL's OK (no info: the server has none for an
     /// impossible WHERE either), without touching a backend.
     fn no_rows(&mut self, client: &mut Client, more: MoreResults) -> Result<(), ProxyError> {
-        self.row_count = 0;
-        self.warnings.clear();
+        self.state.row_count = 0;
+        self.state.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),
             ..Default::default()
@@ -568,16 +570,20 @@ impl Session {
     fn analyze_context(&self) -> AnalyzeContext<'_> {
         AnalyzeContext {
             config: &self.rt.config,
-            db_is_logical: self.in_logical_database(),
-            decoding: self.decoding,
-            pipes_as_concat: self.lex_mode.pipes_as_concat,
+            db_is_logical: self
+                .state
+                .in_database(&self.rt.config.sharding.logical_database),
+            decoding: self.state.decoding,
+            pipes_as_concat: self.state.lex_mode.pipes_as_concat,
         }
     }
 
     /// The statement's analysis: kept by shape, or made now.
     pub(super) fn analysis(&self, sql: &[u8], lexed: &Lexed) -> Result<Arc<Analysis>, ProxyError> {
-        let db_is_logical = self.in_logical_database();
-        let key = shape_key(sql, lexed, self.lex_mode, db_is_logical);
+        let db_is_logical = self
+            .state
+            .in_database(&self.rt.config.sharding.logical_database);
+        let key = shape_key(sql, lexed, self.state.lex_mode, db_is_logical);
         self.analysis_of_shape(sql, lexed, &key).map(|(a, _)| a)
     }
 
@@ -702,9 +708,11 @@ impl Session {
         let config = self.rt.config.clone();
         let cx = AnalyzeContext {
             config: &config,
-            db_is_logical: self.in_logical_database(),
-            decoding: self.decoding,
-            pipes_as_concat: self.lex_mode.pipes_as_concat,
+            db_is_logical: self
+                .state
+                .in_database(&self.rt.config.sharding.logical_database),
+            decoding: self.state.decoding,
+            pipes_as_concat: self.state.lex_mode.pipes_as_concat,
         };
         let shard = &config.sharding.shards[self.rt.router.first_shard() as usize];
         let st = crate::rewrite::Statement {

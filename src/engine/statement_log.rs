@@ -52,7 +52,15 @@ impl super::session::Session {
             .metrics
             .count_statement(kind, result.is_ok(), started);
         let log = self.rt.config.log.statements;
-        log_statement(self.id, log, self.lex_mode, sql, kind, result, started);
+        log_statement(
+            self.id,
+            log,
+            self.state.lex_mode,
+            sql,
+            kind,
+            result,
+            started,
+        );
     }
 }
 

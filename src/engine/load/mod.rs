@@ -95,7 +95,7 @@ impl Session {
                 ),
             ));
         }
-        let load = load_data::parse(sql, &lexed.tokens, self.lex_mode).map_err(|m| {
+        let load = load_data::parse(sql, &lexed.tokens, self.state.lex_mode).map_err(|m| {
             ProxyError::client(
                 ER_PARSE_ERROR,
                 b"42000",
@@ -105,7 +105,7 @@ impl Session {
         let database = load
             .database
             .clone()
-            .or_else(|| self.database.clone())
+            .or_else(|| self.state.database.clone())
             .ok_or_else(|| {
                 ProxyError::client(
                     crate::error::ER_NO_DB_ERROR,
@@ -148,7 +148,7 @@ impl Session {
         statement: &[u8],
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        self.warnings.clear();
+        self.state.warnings.clear();
         self.connection(Target::primary(ds)).await?;
         // A KILL QUERY reaches the backend's statement, which stops, reads the rest of the
         // file and answers 1317, as MariaDB does.
@@ -160,7 +160,8 @@ impl Session {
             Err(e) => {
                 // The failed statement opened (or stays in) the transaction with autocommit
                 // off: the connection must not go back to the pool inside it.
-                self.txn.after_failed_statement(&[ds], self.autocommit);
+                self.txn
+                    .after_failed_statement(&[ds], self.state.autocommit);
                 self.txn.release_idle();
                 return Err(e);
             }
@@ -170,9 +171,9 @@ impl Session {
             self.txn.record_changed_rows();
         }
         if ok.last_insert_id != 0 {
-            self.set_last_insert_id(ok.last_insert_id);
+            self.state.set_last_insert_id(ok.last_insert_id);
         }
-        self.row_count = i64::try_from(ok.affected_rows).unwrap_or(i64::MAX);
+        self.state.row_count = i64::try_from(ok.affected_rows).unwrap_or(i64::MAX);
         self.txn.release_idle();
         let status = crate::protocol::status::relayed(
             self.final_status(more),
@@ -227,7 +228,7 @@ impl Session {
                     Ok(ok) if ok.warnings > 0 => conn.diagnostics().await.unwrap_or_default(),
                     _ => Vec::new(),
                 };
-                self.warnings = diagnostics;
+                self.state.warnings = diagnostics;
                 ok?
             }
         };

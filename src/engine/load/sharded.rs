@@ -114,12 +114,12 @@ impl Session {
         let layout = self.load_layout(load, table).await?;
         let hints =
             crate::sql::hints::route_hints(sql, &lexed.comments).map_err(ProxyError::unroutable)?;
-        let in_client_transaction = self.in_transaction() || !self.autocommit;
+        let in_client_transaction = self.in_transaction() || !self.state.autocommit;
         let pending = self.txn.next_characteristics();
         if !in_client_transaction {
             self.txn.begin_statement(b"START TRANSACTION");
         }
-        self.warnings.clear();
+        self.state.warnings.clear();
         let mut l = Loader {
             sql,
             load,
@@ -393,7 +393,7 @@ impl Session {
         let values = StatementValues {
             sql: l.sql,
             tokens: &[],
-            mode: self.lex_mode,
+            mode: self.state.lex_mode,
             params: &params,
             last_insert_id: 0,
             generated: &[],
@@ -719,12 +719,12 @@ impl Session {
             self.txn.record_changed_rows();
         }
         if let Some(id) = l.first_issued {
-            self.set_last_insert_id(id);
+            self.state.set_last_insert_id(id);
         }
-        self.row_count = i64::try_from(l.affected).unwrap_or(i64::MAX);
+        self.state.row_count = i64::try_from(l.affected).unwrap_or(i64::MAX);
         let (diagnostics, warnings) = in_file_order(l.diagnostics, l.warnings);
         l.warnings = warnings;
-        self.warnings = diagnostics;
+        self.state.warnings = diagnostics;
         self.txn.release_idle();
         let info = if l.info.is_empty() {
             // No record at all: what the server says of an empty file.

@@ -71,14 +71,14 @@ impl Session {
                 ),
             ));
         }
-        let lexed = lex(sql, self.lex_mode);
+        let lexed = lex(sql, self.state.lex_mode);
         let params = lexed
             .tokens
             .iter()
             .filter(|t| t.kind == TokenKind::Placeholder)
             .count();
         self.check_database_access(sql, &lexed)?;
-        match classify(sql, &lexed.tokens, self.lex_mode) {
+        match classify(sql, &lexed.tokens, self.state.lex_mode) {
             Command::Statement => self.refuse_answered_views(sql, &lexed)?,
             Command::Administrative(what) => return Err(ProxyError::administrative(what)),
             Command::Begin
@@ -278,8 +278,10 @@ impl Session {
             .remove(&id)
             .ok_or_else(|| unknown(id, "mysqld_stmt_execute"))?;
         let started = std::time::Instant::now();
-        self.handle
-            .set_activity(self.database.as_deref(), Some(("Execute", &statement.sql)));
+        self.handle.set_activity(
+            self.state.database.as_deref(),
+            Some(("Execute", &statement.sql)),
+        );
         // Checked again in another epoch (`crate::engine::memo::Epoch`): a reload may have narrowed
         // the user's scope since it was prepared, and a `USE information_schema` since then
         // makes `FROM TABLES` the catalog view the proxy answers itself (the backend's would
@@ -324,7 +326,8 @@ impl Session {
             }
             (false, result) => result,
         };
-        self.handle.set_activity(self.database.as_deref(), None);
+        self.handle
+            .set_activity(self.state.database.as_deref(), None);
         self.statement_done(&statement.sql, &result, started);
         // Long data is consumed by the execution, whatever its outcome.
         statement.clear_long_data();
@@ -342,6 +345,7 @@ impl Session {
         lexed: &crate::sql::lexer::Lexed,
     ) -> Result<(), ProxyError> {
         let in_is = self
+            .state
             .database
             .as_deref()
             .is_some_and(|d| d.eq_ignore_ascii_case("information_schema"));
