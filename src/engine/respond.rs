@@ -24,7 +24,7 @@ pub(super) async fn respond(
     binary: bool,
     status: u16,
 ) -> Result<Outcome, ProxyError> {
-    match &plan.merge {
+    match plan.execution.merge() {
         Some(spec) => super::gather::merged(client, results, plan, spec, binary, status).await,
         None => relay(client, results, plan, status).await,
     }

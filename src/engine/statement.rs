@@ -11,7 +11,7 @@ use crate::error::{ER_STATEMENT_TIMEOUT, ProxyError};
 use crate::execute::Target;
 use crate::execute::results::Extras;
 use crate::execute::{Binding, Results};
-use crate::plan::{Inputs, Plan, PlanKind, ScatterPolicy, Text};
+use crate::plan::{Execution, Inputs, Plan, PlanKind, ScatterPolicy, Text};
 use crate::protocol::binary::ParamValue;
 use crate::protocol::packets::OkInfo;
 use crate::protocol::status::MoreResults;
@@ -335,10 +335,65 @@ impl Session {
         self.carry_user_variables(first, &names).await
     }
 
-    /// Runs the steps (atomically when the plan says so) and relays or merges the replies,
+    /// Runs a plan by its primitive ([`Execution`]) and relays or merges the replies,
     /// within the longest query timeout of the datasources involved (`more`: another
-    /// statement of the same query follows).
+    /// statement of the same query follows). The one place that tells the primitives
+    /// apart; how the replies become the answer is [`super::respond::respond`]'s.
     pub(super) async fn run_plan(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        binding: Option<&Binding<'_>>,
+        extras: Extras,
+        more: MoreResults,
+    ) -> Result<Ran, ProxyError> {
+        match &plan.execution {
+            Execution::Atomic => self.run_atomic(client, plan, binding, extras, more).await,
+            Execution::Relay | Execution::Merge(_) | Execution::Probe { .. } => {
+                self.run_bounded(client, plan, binding, extras, more).await
+            }
+        }
+    }
+
+    /// [`Execution::Atomic`]: the steps inside one backend transaction on their
+    /// datasource, or under a savepoint in the client's; committed (released) when all
+    /// ran, rolled back otherwise.
+    async fn run_atomic(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        binding: Option<&Binding<'_>>,
+        extras: Extras,
+        more: MoreResults,
+    ) -> Result<Ran, ProxyError> {
+        let ds = plan.steps[0].datasource;
+        let savepoint = self.in_transaction() || !self.state.autocommit;
+        let begin: &[u8] = if savepoint {
+            b"SAVEPOINT routekey_statement"
+        } else {
+            b"BEGIN"
+        };
+        self.connection(Target::primary(ds))
+            .await?
+            .execute(begin)
+            .await?;
+        let outcome = self.run_bounded(client, plan, binding, extras, more).await;
+        let end: &[u8] = match (&outcome, savepoint) {
+            (Ok(_), true) => b"RELEASE SAVEPOINT routekey_statement",
+            (Ok(_), false) => b"COMMIT",
+            (Err(_), true) => b"ROLLBACK TO SAVEPOINT routekey_statement",
+            (Err(_), false) => b"ROLLBACK",
+        };
+        if let Some(conn) = self.txn.held_mut(ds) {
+            if let Err(e) = conn.execute(end).await {
+                return outcome.and(Err(e));
+            }
+        }
+        outcome
+    }
+
+    /// The steps within the longest query timeout of their datasources.
+    async fn run_bounded(
         &mut self,
         client: &mut Client,
         plan: &Plan,
@@ -352,43 +407,14 @@ impl Session {
             .map(|s| self.rt.config.datasource(s.datasource).query_timeout)
             .max()
             .unwrap_or_default();
-        let savepoint = self.in_transaction() || !self.state.autocommit;
-        if plan.atomic {
-            let ds = plan.steps[0].datasource;
-            let begin: &[u8] = if savepoint {
-                b"SAVEPOINT routekey_statement"
-            } else {
-                b"BEGIN"
-            };
-            self.connection(Target::primary(ds))
-                .await?
-                .execute(begin)
-                .await?;
+        if limit.is_zero() {
+            return self.steps(client, plan, binding, extras, more).await;
         }
-        let outcome = if limit.is_zero() {
-            self.steps(client, plan, binding, extras, more).await
-        } else {
-            let steps = self.steps(client, plan, binding, extras, more);
-            match tokio::time::timeout(limit, steps).await {
-                Ok(r) => r,
-                Err(_) => Err(timeout_error(limit, plan, &self.rt.config)),
-            }
-        };
-        if plan.atomic {
-            let ds = plan.steps[0].datasource;
-            let end: &[u8] = match (&outcome, savepoint) {
-                (Ok(_), true) => b"RELEASE SAVEPOINT routekey_statement",
-                (Ok(_), false) => b"COMMIT",
-                (Err(_), true) => b"ROLLBACK TO SAVEPOINT routekey_statement",
-                (Err(_), false) => b"ROLLBACK",
-            };
-            if let Some(conn) = self.txn.held_mut(ds) {
-                if let Err(e) = conn.execute(end).await {
-                    return outcome.and(Err(e));
-                }
-            }
+        let steps = self.steps(client, plan, binding, extras, more);
+        match tokio::time::timeout(limit, steps).await {
+            Ok(r) => r,
+            Err(_) => Err(timeout_error(limit, plan, &self.rt.config)),
         }
-        outcome
     }
 
     async fn steps(
@@ -500,8 +526,8 @@ impl Session {
         } else {
             self.state.row_count = i64::try_from(out.affected_rows).unwrap_or(i64::MAX);
         }
-        if !plan.probe.is_empty() {
-            self.learn_from_probe(plan).await;
+        if let Execution::Probe { ids, .. } = &plan.execution {
+            self.learn_from_probe(plan, ids).await;
         }
         // Shards, not statements: a merge may send one more describing its columns.
         let reached = if plan.steps.len() > 1 {
@@ -513,7 +539,7 @@ impl Session {
         } else {
             1
         };
-        if reached > 1 && !plan.atomic {
+        if reached > 1 && plan.execution != Execution::Atomic {
             let user = (plan.kind == PlanKind::Scatter).then_some(self.user.as_str());
             self.proxy.metrics.count_fan_out(user, reached);
         }
@@ -637,13 +663,12 @@ impl Session {
     /// A probe ran (`sharding.unresolved_reads = "probe"`): which shards hold the ids it
     /// looked for is read (one query per datasource, by primary key) and what is certain
     /// is cached. A failure here costs the cache entry, never the statement.
-    async fn learn_from_probe(&mut self, plan: &Plan) {
+    async fn learn_from_probe(&mut self, plan: &Plan, probe: &[u64]) {
         let config = self.rt.config.clone();
         let Some(table) = plan.table else { return };
         let key = crate::rewrite::quote_ident(&config.sharding.shard_key);
-        let ids: Vec<String> = plan.probe.iter().map(u64::to_string).collect();
-        let mut found: Vec<(u64, Vec<u32>)> =
-            plan.probe.iter().map(|id| (*id, Vec::new())).collect();
+        let ids: Vec<String> = probe.iter().map(u64::to_string).collect();
+        let mut found: Vec<(u64, Vec<u32>)> = probe.iter().map(|id| (*id, Vec::new())).collect();
         let mut by_ds: Vec<(crate::config::DatasourceId, Vec<u32>)> = Vec::new();
         for step in &plan.steps {
             for &shard in &step.shards {

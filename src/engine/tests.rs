@@ -489,3 +489,90 @@ async fn a_scatter_count_is_the_sum_of_every_shards_count() {
         config.sharding.shards.len()
     );
 }
+
+#[tokio::test]
+async fn a_write_over_two_shards_is_atomic_and_a_failed_step_rolls_it_back() {
+    let mut h = Harness::start().await;
+    // EU_CHANNEL: shards 0-3, all on ds0; the two ids fall on two of them.
+    let (a, b) = (order_id(5, 1), order_id(5, 2));
+    assert_ne!(a % 4, b % 4);
+    let update = |id: u64| {
+        format!(
+            "UPDATE `order_shards`.`t_order_{}` SET status = 'PAID' WHERE order_id IN ({a}, {b})",
+            id % 4
+        )
+    };
+    h.ds0.answer(
+        &update(a),
+        Reply::Ok {
+            affected: 1,
+            insert_id: 0,
+        },
+    );
+    h.ds0.answer(
+        &update(b),
+        Reply::Ok {
+            affected: 1,
+            insert_id: 0,
+        },
+    );
+    let sql = format!("UPDATE t_order SET status = 'PAID' WHERE order_id IN ({a}, {b})");
+    let answer = h.query(&sql).await;
+    assert!(
+        matches!(answer, Answer::Ok { affected: 2, status, .. } if status & IN_TRANS == 0),
+        "{answer:?} {:?}",
+        h.ds0.received()
+    );
+    let statements = h.ds0.statements();
+    assert_eq!(
+        statements.first().map(String::as_str),
+        Some("BEGIN"),
+        "{statements:?}"
+    );
+    assert_eq!(
+        statements.last().map(String::as_str),
+        Some("COMMIT"),
+        "{statements:?}"
+    );
+    assert_eq!(statements.len(), 4, "{statements:?}");
+    let connections: std::collections::BTreeSet<u32> = h
+        .ds0
+        .received_by_connection()
+        .into_iter()
+        .filter(|(_, s)| !s.starts_with("SET "))
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(connections.len(), 1, "one transaction, one connection");
+
+    // The second shard refuses: the first one's change is rolled back, and the client
+    // gets the backend's error.
+    h.ds0.answer(
+        &update(b),
+        Reply::Error {
+            code: crate::error::ER_LOCK_WAIT_TIMEOUT,
+            state: *b"HY000",
+            message: "Lock wait timeout exceeded; try restarting transaction".into(),
+        },
+    );
+    let answer = h.query(&sql).await;
+    assert!(
+        matches!(
+            answer,
+            Answer::Error {
+                code: crate::error::ER_LOCK_WAIT_TIMEOUT,
+                ..
+            }
+        ),
+        "{answer:?}"
+    );
+    let statements = h.ds0.statements();
+    assert_eq!(
+        statements.last().map(String::as_str),
+        Some("ROLLBACK"),
+        "{statements:?}"
+    );
+    assert!(
+        !statements.iter().skip(4).any(|s| s == "COMMIT"),
+        "{statements:?}"
+    );
+}

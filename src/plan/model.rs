@@ -104,6 +104,41 @@ pub struct Step {
     pub names: Option<std::sync::Arc<ResultNames>>,
 }
 
+/// How a plan's steps run and how their replies become the client's answer: the plan's
+/// primitive (Vitess's engine primitives are the model: each kind of execution is one
+/// variant, and the engine runs each in one place, `engine::run`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Execution {
+    /// The steps' replies relayed one after another as the backends sent them: one step,
+    /// a `CALL`'s several results, or several steps' OKs summed.
+    Relay,
+    /// The steps of one write over several shards of one datasource, in one backend
+    /// transaction (or under a savepoint in the client's): all or nothing. Their OKs are
+    /// summed.
+    Atomic,
+    /// Several shards' results merged into one as `spec` says (boxed: most plans have
+    /// none, and a plan moves several times on its way).
+    Merge(Box<MergeSpec>),
+    /// A merge of every shard's results looking for order ids nothing resolves (`ids`):
+    /// what the shards hold is learnt when it has run.
+    Probe {
+        /// The merge.
+        spec: Box<MergeSpec>,
+        /// The order ids looked for.
+        ids: Vec<u64>,
+    },
+}
+
+impl Execution {
+    /// The merge of the steps' results, when they are merged.
+    pub fn merge(&self) -> Option<&MergeSpec> {
+        match self {
+            Execution::Merge(spec) | Execution::Probe { spec, .. } => Some(spec),
+            Execution::Relay | Execution::Atomic => None,
+        }
+    }
+}
+
 /// The outcome of planning one statement.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -118,16 +153,10 @@ pub struct Plan {
     pub index_writes: Vec<(u64, ChannelId)>,
     /// It may change data: the one-datasource write rule applies.
     pub write: bool,
-    /// Several steps of a write run as one backend transaction (or under a savepoint in
-    /// the client's), so the statement is atomic.
-    pub atomic: bool,
-    /// How the steps' results merge; `None`: they are relayed one after another (boxed:
-    /// most plans have none, and a plan is moved several times on its way).
-    pub merge: Option<Box<MergeSpec>>,
+    /// How its steps run and their replies become the client's answer.
+    pub execution: Execution,
     /// Counters and cache fills to apply when it runs.
     pub effects: Effects,
-    /// Order ids a probe looks for: what the shards hold is learnt when it runs.
-    pub probe: Vec<u64>,
     /// The statement's first binding table (its physical names in EXPLAIN ROUTE; where a
     /// probe looks).
     pub table: Option<TableId>,
@@ -169,10 +198,8 @@ impl Plan {
             }],
             index_writes: Vec::new(),
             write: false,
-            atomic: false,
-            merge: None,
+            execution: Execution::Relay,
             effects: Effects::default(),
-            probe: Vec::new(),
             table: None,
         }
     }

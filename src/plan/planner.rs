@@ -1,7 +1,7 @@
 //! The state of planning one sharded statement, and the steps every plan builds from: the
 //! statement one shard receives, the finished plan.
 
-use super::model::{IdRoute, Inputs, Plan, PlanKind, RouteLayer, Step};
+use super::model::{Execution, IdRoute, Inputs, Plan, PlanKind, RouteLayer, Step};
 use crate::config::{ChannelId, Config};
 use crate::error::{ER_TRUNCATED_WRONG_VALUE, ProxyError};
 use crate::rewrite::{KeyEdits, Segment, Statement};
@@ -128,7 +128,9 @@ impl<I: IndexTable> Planner<'_, '_, I> {
         }
         let mut plan = self.finish(kind, steps, index_writes);
         plan.write = write;
-        plan.atomic = write && plan.steps.len() > 1;
+        if write && plan.steps.len() > 1 {
+            plan.execution = Execution::Atomic;
+        }
         Ok(plan)
     }
 
@@ -145,10 +147,8 @@ impl<I: IndexTable> Planner<'_, '_, I> {
             steps,
             index_writes,
             write,
-            atomic: false,
-            merge: None,
+            execution: Execution::Relay,
             effects: std::mem::take(self.fx),
-            probe: Vec::new(),
             table: Some(self.sharded.primary_table),
         }
     }

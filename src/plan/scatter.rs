@@ -3,7 +3,7 @@
 //! with the columns and clauses its merge needs ([`crate::sql::MultiShard`]); a write
 //! without an order id runs on every shard it reaches, on one datasource, atomically.
 
-use super::model::{IdRoute, Plan, PlanKind, RouteLayer, Step};
+use super::model::{Execution, IdRoute, Plan, PlanKind, RouteLayer, Step};
 use super::planner::{Planner, statement, with_prefix};
 use crate::config::{ChannelId, Config, DatasourceId};
 use crate::error::ProxyError;
@@ -171,7 +171,7 @@ pub(super) fn plan_merge<I: IndexTable>(
         steps.insert(0, multi_step(&p, shards[0], multi, Some(0), false));
     }
     let mut plan = p.finish(kind, steps, Vec::new());
-    plan.merge = Some(Box::new(merge));
+    plan.execution = Execution::Merge(Box::new(merge));
     Ok(plan)
 }
 
@@ -196,7 +196,12 @@ pub(super) fn plan_probe<I: IndexTable>(
         }
     }
     let mut plan = plan_merge(p, PlanKind::Probe, shards)?;
-    plan.probe = unresolved;
+    if let Execution::Merge(spec) = plan.execution {
+        plan.execution = Execution::Probe {
+            spec,
+            ids: unresolved,
+        };
+    }
     Ok(plan)
 }
 

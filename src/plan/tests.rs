@@ -306,7 +306,7 @@ async fn in_lists_over_shards() {
     .await
     .unwrap();
     assert_eq!(shards(&plan).len(), 2);
-    assert!(plan.merge.is_some());
+    assert!(plan.execution.merge().is_some());
     let e = route(
         &r,
         &format!("SELECT GROUP_CONCAT(note) FROM t_order WHERE order_id IN ({a}, {b})"),
@@ -420,7 +420,7 @@ async fn reads_without_an_order_id_scatter_over_every_shard_or_one_channel() {
         .unwrap();
     assert_eq!(plan.kind, PlanKind::Scatter);
     assert_eq!(shards(&plan), (0..20).collect::<Vec<_>>());
-    assert!(plan.merge.is_some() && !plan.write);
+    assert!(plan.execution.merge().is_some() && !plan.write);
     for (n, sql) in statements(&plan).iter().enumerate() {
         assert!(sql.contains(&format!("`t_order_{n}`")), "{sql}");
     }
@@ -497,7 +497,7 @@ async fn scatter_writes_stay_on_one_datasource_in_one_transaction() {
         writes: true,
     };
     let plan = plan_with(&r, sql, allow).await.unwrap();
-    assert!(plan.write && plan.atomic);
+    assert!(plan.write && plan.execution == crate::plan::Execution::Atomic);
     assert_eq!(shards(&plan), vec![0, 1, 2, 3]);
     // A refuse hint refuses the write; an allow hint never lifts the user's policy.
     let hinted = format!("/*scatter='refuse'*/ {sql}");
