@@ -398,7 +398,7 @@ async fn a_reload_that_takes_a_database_away_refuses_it_at_once() {
 }
 
 /// A session skips the scope check for a statement shape it ran under the same scope and
-/// database (`frontend/memo.rs`), and a prepared statement for a text it passed with: after
+/// database (`engine/memo.rs`), and a prepared statement for a text it passed with: after
 /// a reload, or in another database, the same shape with other values is checked again.
 #[tokio::test]
 async fn a_shape_run_before_a_reload_is_checked_again_after_it() {

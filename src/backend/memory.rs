@@ -1,24 +1,31 @@
 //! An in-process backend for unit tests: a MySQL server that speaks the real protocol on a
 //! loopback socket (greeting, `mysql_native_password`, text and binary result sets, OK and
-//! ERR packets with status flags, prepared statements), answering each statement from a
-//! script the test gives it and recording every command it received.
+//! ERR packets with status flags, session tracking's OK layout, prepared statements with
+//! their bound values), answering each statement from a script the test gives it and
+//! recording every command it received.
 //!
 //! It lets the engine be tested without MariaDB: the proxy's own code (pools, the reply
-//! reader, the engine) runs unchanged against it, and the replies are MySQL's own packets,
-//! built with `mysql_common` where it serializes them. It knows no SQL: a statement that no
-//! script entry answers gets an ERR naming it, so a test never passes on a reply nobody
-//! wrote. Built in, as any server: `BEGIN`/`START TRANSACTION`, `COMMIT`, `ROLLBACK` (they
-//! move the in-transaction status flag), a `SET` (OK), `COM_PING`, `COM_INIT_DB`,
-//! `COM_RESET_CONNECTION`, `COM_STMT_CLOSE` and `COM_STMT_RESET`.
+//! reader, the engine) runs unchanged against it. The packets follow the protocol as
+//! MariaDB writes them, built here byte by byte or with `mysql_common` (its greeting, ERR
+//! and binary values; not its column definition, whose serializer writes the length before
+//! the character set) and never with the proxy's own encoders, so a bug there cannot hide
+//! itself.
+//!
+//! It knows no SQL: a statement no script entry answers gets an ERR naming it. Built in,
+//! as a server does them: the transaction statements (`BEGIN`, `START TRANSACTION [READ
+//! ONLY]`, `COMMIT [WORK]`, `ROLLBACK [WORK]`, savepoints) and `autocommit` move the status
+//! flags (under `autocommit = 0` any other statement opens a transaction); any other `SET`
+//! is accepted (tests read what was set from [`MemoryServer::received`]); `COM_PING`,
+//! `COM_INIT_DB`, `COM_RESET_CONNECTION`, `COM_STMT_CLOSE`, `COM_STMT_RESET` and
+//! `COM_STMT_SEND_LONG_DATA` (no reply, as the protocol says).
 
 use std::sync::{Arc, Mutex};
 
-use mysql_common::constants::{CapabilityFlags, ColumnType, Command, StatusFlags};
-use mysql_common::packets::{
-    Column, ErrPacket, HandshakePacket, NullBitmap, ServerError, SqlState,
-};
+use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, Command, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{ErrPacket, HandshakePacket, NullBitmap, ServerError, SqlState};
 use mysql_common::proto::MySerialize;
-use mysql_common::value::{ServerSide, Value};
+use mysql_common::value::{BinValue, ServerSide, Value, ValueDeserializer};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::protocol::PacketStream;
@@ -37,6 +44,9 @@ pub enum Reply {
     /// statement gets text rows; an executed prepared statement, binary rows of the same
     /// values (each parsed as its column's type).
     Rows {
+        /// The table the columns come from, as `database.table` (the `schema`, `table`
+        /// and `org_table` of their definitions); empty for computed columns.
+        table: String,
         /// The columns, by name and type.
         columns: Vec<(String, ColumnType)>,
         /// The rows, each a value per column, as the text protocol writes them.
@@ -65,6 +75,7 @@ impl Reply {
     /// A result set of text columns (`VAR_STRING`).
     pub fn rows(columns: &[&str], rows: &[&[Option<&str>]]) -> Self {
         Reply::Rows {
+            table: String::new(),
             columns: columns
                 .iter()
                 .map(|c| ((*c).to_owned(), ColumnType::MYSQL_TYPE_VAR_STRING))
@@ -165,9 +176,22 @@ struct Connection {
     stream: PacketStream<TcpStream>,
     id: u32,
     in_transaction: bool,
+    read_only: bool,
     autocommit: bool,
-    prepared: Vec<(u32, String)>,
+    /// The client asked for CLIENT_SESSION_TRACK: OKs carry the info string.
+    session_track: bool,
+    /// Prepared statements: id, text, the parameter types last bound.
+    prepared: Vec<Prepared>,
+    /// The id the next prepared statement gets (never reused on a connection).
+    next_statement: u32,
     script: Arc<Mutex<Script>>,
+}
+
+struct Prepared {
+    id: u32,
+    text: String,
+    params: usize,
+    types: Vec<(ColumnType, ColumnFlags)>,
 }
 
 const CAPABILITIES: CapabilityFlags = CapabilityFlags::from_bits_truncate(
@@ -180,6 +204,7 @@ const CAPABILITIES: CapabilityFlags = CapabilityFlags::from_bits_truncate(
         | CapabilityFlags::CLIENT_MULTI_RESULTS.bits()
         | CapabilityFlags::CLIENT_PS_MULTI_RESULTS.bits()
         | CapabilityFlags::CLIENT_PLUGIN_AUTH.bits()
+        | CapabilityFlags::CLIENT_SESSION_TRACK.bits()
         | CapabilityFlags::CLIENT_FOUND_ROWS.bits(),
 );
 
@@ -189,8 +214,11 @@ async fn serve(tcp: TcpStream, id: u32, script: Arc<Mutex<Script>>) {
         stream: PacketStream::new(tcp, 16 << 20),
         id,
         in_transaction: false,
+        read_only: false,
         autocommit: true,
+        session_track: false,
         prepared: Vec::new(),
+        next_statement: 1,
         script,
     };
     if conn.handshake(id).await.is_err() {
@@ -224,7 +252,12 @@ impl Connection {
         self.stream.write_packet(&buf)?;
         self.stream.flush().await?;
         // Any login is accepted: the proxy's authentication is tested against MariaDB.
-        self.stream.expect_packet().await?;
+        let response = self.stream.expect_packet().await?;
+        let caps = response
+            .get(..4)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        self.session_track = CapabilityFlags::from_bits_truncate(caps)
+            .contains(CapabilityFlags::CLIENT_SESSION_TRACK);
         self.ok(0, 0)?;
         self.stream.flush().await
     }
@@ -236,6 +269,9 @@ impl Connection {
         }
         if self.in_transaction {
             status |= StatusFlags::SERVER_STATUS_IN_TRANS.bits();
+            if self.read_only {
+                status |= StatusFlags::SERVER_STATUS_IN_TRANS_READONLY.bits();
+            }
         }
         status
     }
@@ -246,6 +282,10 @@ impl Connection {
         put_lenenc(&mut p, insert_id);
         p.extend_from_slice(&self.status().to_le_bytes());
         p.extend_from_slice(&0u16.to_le_bytes());
+        if self.session_track {
+            // The info string, empty; no session state changes are reported.
+            p.push(0);
+        }
         self.stream.write_packet(&p)
     }
 
@@ -293,6 +333,7 @@ impl Connection {
             c if c == Command::COM_RESET_CONNECTION as u8 => {
                 self.record("COM_RESET_CONNECTION".to_owned());
                 self.in_transaction = false;
+                self.read_only = false;
                 self.autocommit = true;
                 self.prepared.clear();
                 self.ok(0, 0)?;
@@ -307,10 +348,12 @@ impl Connection {
             }
             c if c == Command::COM_STMT_EXECUTE as u8 => self.execute(body)?,
             c if c == Command::COM_STMT_CLOSE as u8 => {
-                let id = body
-                    .get(..4)
-                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()));
-                self.prepared.retain(|(p, _)| Some(*p) != id);
+                let id = statement_id(body);
+                self.prepared.retain(|p| Some(p.id) != id);
+                return Ok(());
+            }
+            c if c == Command::COM_STMT_SEND_LONG_DATA as u8 => {
+                self.record(format!("COM_STMT_SEND_LONG_DATA {:?}", statement_id(body)));
                 return Ok(());
             }
             c if c == Command::COM_STMT_RESET as u8 => self.ok(0, 0)?,
@@ -321,18 +364,29 @@ impl Connection {
 
     fn query(&mut self, text: &str) -> std::io::Result<()> {
         if let Some(reply) = self.scripted(text) {
+            self.statement_ran();
             return self.reply(&reply, false);
         }
         let upper = text.trim().to_ascii_uppercase();
-        match upper.as_str() {
-            "BEGIN" | "START TRANSACTION" => self.in_transaction = true,
-            "COMMIT" | "ROLLBACK" => self.in_transaction = false,
-            _ if upper.starts_with("START TRANSACTION") => self.in_transaction = true,
-            _ if upper.starts_with("SET ") => {
-                if upper.contains("AUTOCOMMIT = 0") || upper.contains("AUTOCOMMIT=0") {
+        let words: Vec<&str> = upper.split_whitespace().collect();
+        match words.as_slice() {
+            ["BEGIN"] | ["BEGIN", "WORK"] | ["START", "TRANSACTION", ..] => {
+                self.in_transaction = true;
+                self.read_only = upper.contains("READ ONLY");
+            }
+            ["COMMIT"] | ["COMMIT", "WORK"] | ["ROLLBACK"] | ["ROLLBACK", "WORK"] => {
+                self.in_transaction = false;
+                self.read_only = false;
+            }
+            ["SAVEPOINT", _] | ["RELEASE", "SAVEPOINT", _] | ["ROLLBACK", "TO", ..] => {}
+            ["SET", ..] => {
+                let compact: String = upper.chars().filter(|c| !c.is_whitespace()).collect();
+                if compact.contains("AUTOCOMMIT=0") || compact.contains("AUTOCOMMIT=OFF") {
                     self.autocommit = false;
-                } else if upper.contains("AUTOCOMMIT = 1") || upper.contains("AUTOCOMMIT=1") {
+                } else if compact.contains("AUTOCOMMIT=1") || compact.contains("AUTOCOMMIT=ON") {
+                    // Turning autocommit on commits the open transaction.
                     self.autocommit = true;
+                    self.in_transaction = false;
                 }
             }
             _ => {
@@ -341,6 +395,14 @@ impl Connection {
             }
         }
         self.ok(0, 0)
+    }
+
+    /// A statement other than the transaction statements ran: under `autocommit = 0` it
+    /// opens a transaction, as on a server.
+    fn statement_ran(&mut self) {
+        if !self.autocommit {
+            self.in_transaction = true;
+        }
     }
 
     fn reply(&mut self, reply: &Reply, binary: bool) -> std::io::Result<()> {
@@ -354,11 +416,15 @@ impl Connection {
                 state,
                 message,
             } => self.error(*code, *state, message),
-            Reply::Rows { columns, rows } => {
+            Reply::Rows {
+                table,
+                columns,
+                rows,
+            } => {
                 let mut count = Vec::new();
                 put_lenenc(&mut count, columns.len() as u64);
                 self.stream.write_packet(&count)?;
-                self.columns(columns)?;
+                self.columns(table, columns)?;
                 for row in rows {
                     let payload = if binary {
                         binary_row(columns, row)
@@ -372,36 +438,56 @@ impl Connection {
         }
     }
 
-    fn columns(&mut self, columns: &[(String, ColumnType)]) -> std::io::Result<()> {
+    /// Column definitions (Protocol::ColumnDefinition41), then EOF.
+    fn columns(&mut self, table: &str, columns: &[(String, ColumnType)]) -> std::io::Result<()> {
         for (name, column_type) in columns {
-            let column = Column::new(*column_type)
-                .with_name(name.as_bytes())
-                .with_schema(b"orders")
-                .with_character_set(if is_text(*column_type) { 45 } else { 63 });
+            let (charset, length, decimals): (u16, u32, u8) = match column_type {
+                ColumnType::MYSQL_TYPE_LONGLONG => (63, 20, 0),
+                ColumnType::MYSQL_TYPE_DOUBLE => (63, 22, 31),
+                _ => (45, 1020, 0),
+            };
+            let (schema, table) = table.split_once('.').unwrap_or(("", ""));
+            let org_name = if table.is_empty() { "" } else { name.as_str() };
             let mut p = Vec::new();
-            column.serialize(&mut p);
+            for field in ["def", schema, table, table, name, org_name] {
+                put_lenenc(&mut p, field.len() as u64);
+                p.extend_from_slice(field.as_bytes());
+            }
+            p.push(0x0C);
+            p.extend_from_slice(&charset.to_le_bytes());
+            p.extend_from_slice(&length.to_le_bytes());
+            p.push(*column_type as u8);
+            p.extend_from_slice(&0u16.to_le_bytes());
+            p.push(decimals);
+            p.extend_from_slice(&[0, 0]);
             self.stream.write_packet(&p)?;
         }
         self.eof()
     }
 
     fn prepare(&mut self, text: String) -> std::io::Result<()> {
-        let columns = match self.scripted(&text) {
-            Some(Reply::Rows { columns, .. }) => columns,
+        let (table, columns) = match self.scripted(&text) {
+            Some(Reply::Rows { table, columns, .. }) => (table, columns),
             Some(Reply::Error {
                 code,
                 state,
                 message,
             }) => return self.error(code, state, &message),
-            Some(Reply::Ok { .. }) => Vec::new(),
+            Some(Reply::Ok { .. }) => (String::new(), Vec::new()),
             None => {
                 let message = format!("memory backend: no reply scripted for `{text}`");
                 return self.error(1064, *b"42000", &message);
             }
         };
         let params = text.matches('?').count();
-        let id = self.prepared.last().map_or(1, |(id, _)| id + 1);
-        self.prepared.push((id, text));
+        let id = self.next_statement;
+        self.next_statement += 1;
+        self.prepared.push(Prepared {
+            id,
+            text,
+            params,
+            types: Vec::new(),
+        });
         let mut p = vec![0x00];
         p.extend_from_slice(&id.to_le_bytes());
         p.extend_from_slice(&(columns.len() as u16).to_le_bytes());
@@ -412,27 +498,88 @@ impl Connection {
             let params: Vec<_> = (0..params)
                 .map(|_| ("?".to_owned(), ColumnType::MYSQL_TYPE_VAR_STRING))
                 .collect();
-            self.columns(&params)?;
+            self.columns("", &params)?;
         }
         if !columns.is_empty() {
-            self.columns(&columns)?;
+            self.columns(&table, &columns)?;
         }
         Ok(())
     }
 
+    /// COM_STMT_EXECUTE: recorded as `EXECUTE <text> <values>` (the bound values as SQL
+    /// literals), then the statement's scripted reply in the binary protocol.
     fn execute(&mut self, body: &[u8]) -> std::io::Result<()> {
-        let id = body
-            .get(..4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()));
-        let Some((_, text)) = self.prepared.iter().find(|(p, _)| Some(*p) == id).cloned() else {
+        let id = statement_id(body);
+        let Some(at) = self.prepared.iter().position(|p| Some(p.id) == id) else {
             return self.error(1243, *b"HY000", "Unknown prepared statement handler");
         };
-        self.record(format!("EXECUTE {text}"));
+        let values = match bound_values(&mut self.prepared[at], body) {
+            Ok(values) => values,
+            Err(e) => return self.error(1210, *b"HY000", &format!("memory backend: {e}")),
+        };
+        let text = self.prepared[at].text.clone();
+        let shown: Vec<String> = values.iter().map(|v| v.as_sql(false)).collect();
+        self.record(format!("EXECUTE {text} [{}]", shown.join(", ")));
         match self.scripted(&text) {
-            Some(reply) => self.reply(&reply, true),
+            Some(reply) => {
+                self.statement_ran();
+                self.reply(&reply, true)
+            }
             None => self.error(1064, *b"42000", "memory backend: no reply scripted"),
         }
     }
+}
+
+fn statement_id(body: &[u8]) -> Option<u32> {
+    body.get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+}
+
+/// The values a COM_STMT_EXECUTE binds (`body` after the command byte: id, flags,
+/// iteration count, NULL bitmap, new-params-bound flag, types, values), decoded with
+/// `mysql_common`; the types are the statement's last bound ones when the packet sends
+/// none.
+fn bound_values(statement: &mut Prepared, body: &[u8]) -> Result<Vec<Value>, String> {
+    let n = statement.params;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut buf = ParseBuf(body.get(9..).ok_or("a short COM_STMT_EXECUTE")?);
+    let bitmap_len = n.div_ceil(8);
+    if buf.0.len() < bitmap_len + 1 {
+        return Err("a short COM_STMT_EXECUTE".into());
+    }
+    let bitmap = buf.eat(bitmap_len).to_vec();
+    if buf.eat_u8() == 1 {
+        if buf.0.len() < 2 * n {
+            return Err("a short COM_STMT_EXECUTE".into());
+        }
+        statement.types = (0..n)
+            .map(|_| {
+                let t = ColumnType::try_from(buf.eat_u8()).unwrap_or(ColumnType::MYSQL_TYPE_NULL);
+                let unsigned = buf.eat_u8() & 0x80 != 0;
+                let flags = if unsigned {
+                    ColumnFlags::UNSIGNED_FLAG
+                } else {
+                    ColumnFlags::empty()
+                };
+                (t, flags)
+            })
+            .collect();
+    }
+    if statement.types.len() != n {
+        return Err("no parameter types bound".into());
+    }
+    let mut values = Vec::with_capacity(n);
+    for (i, ctx) in statement.types.iter().enumerate() {
+        if bitmap[i / 8] & (1 << (i % 8)) != 0 {
+            values.push(Value::NULL);
+            continue;
+        }
+        let value: ValueDeserializer<BinValue> = buf.parse(*ctx).map_err(|e| e.to_string())?;
+        values.push(value.0);
+    }
+    Ok(values)
 }
 
 fn is_text(t: ColumnType) -> bool {

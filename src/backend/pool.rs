@@ -2,7 +2,7 @@
 //! flags that change results (CLIENT_FOUND_ROWS).
 //!
 //! bb8 runs nothing when a connection comes back, so sessions reset or drop what they
-//! leave dirty themselves (see `frontend::session`). `test_on_check_out` is off: a clean
+//! leave dirty themselves (see `engine::session`). `test_on_check_out` is off: a clean
 //! connection is not pinged on every checkout; a broken one is marked and discarded.
 
 use futures_util::FutureExt;

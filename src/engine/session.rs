@@ -172,7 +172,7 @@ impl Session {
     }
 
     /// How long the client may stay silent between commands before the session ends
-    /// ([`SessionState::idle_timeout`]).
+    /// (`SessionState::idle_timeout`, in `engine/state.rs`).
     pub fn idle_timeout(&self) -> std::time::Duration {
         self.state
             .idle_timeout(self.txn.shown(), self.txn.changed_rows())
@@ -213,7 +213,7 @@ impl Session {
         (&mut self.txn, wants)
     }
 
-    /// The connection to `target` this session uses (every access the frontend makes
+    /// The connection to `target` this session uses (every access the engine makes
     /// passes here: [`crate::execute::target`]): the one it holds, or one from the pool
     /// prepared for it (and joined to its transaction), then held until
     /// [`Transaction::release_idle`].

@@ -39,7 +39,9 @@ enum Answer {
         message: String,
     },
     Rows {
+        /// Each column's name and its `table` as the client sees it.
         columns: Vec<String>,
+        tables: Vec<String>,
         rows: Vec<Vec<Value>>,
         status: u16,
     },
@@ -137,8 +139,17 @@ impl Harness {
         self.command(Command::COM_STMT_EXECUTE, &body[1..]).await
     }
 
+    /// The next packet the client gets; a test fails (rather than hangs) when the
+    /// engine sends fewer packets than the protocol promises.
     async fn packet(&mut self) -> Vec<u8> {
-        self.peer.expect_packet().await.expect("a packet").to_vec()
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            self.peer.expect_packet(),
+        );
+        read.await
+            .expect("a packet within 10 s")
+            .expect("a packet")
+            .to_vec()
     }
 
     async fn read_answer(&mut self, binary: bool) -> Answer {
@@ -196,6 +207,7 @@ impl Harness {
             if p[0] == 0xFE && p.len() < 9 {
                 return Answer::Rows {
                     columns: columns.iter().map(|c| c.name_str().into_owned()).collect(),
+                    tables: columns.iter().map(|c| c.table_str().into_owned()).collect(),
                     rows,
                     status: u16::from_le_bytes([p[3], p[4]]),
                 };
@@ -260,10 +272,14 @@ async fn a_text_point_select_goes_to_its_shard_and_relays_the_rows() {
         &format!(
             "SELECT order_id, status FROM `order_shards`.`t_order_{shard}` WHERE order_id = {id}"
         ),
-        Reply::rows(
-            &["order_id", "status"],
-            &[&[Some(&id.to_string()), Some("PAID")]],
-        ),
+        Reply::Rows {
+            table: format!("order_shards.t_order_{shard}"),
+            columns: vec![
+                ("order_id".into(), ColumnType::MYSQL_TYPE_VAR_STRING),
+                ("status".into(), ColumnType::MYSQL_TYPE_VAR_STRING),
+            ],
+            rows: vec![vec![Some(id.to_string()), Some("PAID".into())]],
+        },
     );
     let answer = h
         .query(&format!(
@@ -274,6 +290,8 @@ async fn a_text_point_select_goes_to_its_shard_and_relays_the_rows() {
         answer,
         Answer::Rows {
             columns: vec!["order_id".into(), "status".into()],
+            // The physical table's name is the logical one's to the client.
+            tables: vec!["t_order".into(), "t_order".into()],
             rows: vec![vec![
                 Value::Bytes(id.to_string().into_bytes()),
                 Value::Bytes(b"PAID".to_vec())
@@ -300,6 +318,7 @@ async fn a_prepared_point_select_is_prepared_and_executed_on_its_shard() {
     let physical =
         format!("SELECT order_id, amount FROM `order_shards`.`t_order_{shard}` WHERE order_id = ?");
     let reply = Reply::Rows {
+        table: String::new(),
         columns: vec![
             ("order_id".into(), ColumnType::MYSQL_TYPE_LONGLONG),
             ("amount".into(), ColumnType::MYSQL_TYPE_DOUBLE),
@@ -325,14 +344,18 @@ async fn a_prepared_point_select_is_prepared_and_executed_on_its_shard() {
         answer,
         Answer::Rows {
             columns: vec!["order_id".into(), "amount".into()],
+            tables: vec![String::new(), String::new()],
             rows: vec![vec![Value::Int(id as i64), Value::Double(12.5)]],
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
         },
         "{:?}",
         h.ds0.received()
     );
+    // The client's value is the one bound on the shard.
     assert!(
-        h.ds0.statements().contains(&format!("EXECUTE {physical}")),
+        h.ds0
+            .statements()
+            .contains(&format!("EXECUTE {physical} [{id}]")),
         "{:?}",
         h.ds0.received()
     );
@@ -393,7 +416,7 @@ async fn a_transaction_pins_one_connection_until_commit() {
     assert!(carried[0].1.starts_with("START TRANSACTION") || carried[0].1 == "BEGIN");
     assert_eq!(carried[3].1, "COMMIT");
     assert!(
-        carried.iter().all(|(c, _)| *c == carried[0].0),
+        carried[..4].iter().all(|(c, _)| *c == carried[0].0),
         "{on_connection:?}"
     );
     assert!(h.ds1.received().is_empty());
@@ -402,15 +425,31 @@ async fn a_transaction_pins_one_connection_until_commit() {
 #[tokio::test]
 async fn a_set_is_read_back_and_carried_to_the_other_datasource() {
     let mut h = Harness::start().await;
+    // The server computes the value; the session carries what it read back, typed as the
+    // server typed it (an integer: a quoted '10' would be refused by MariaDB, 1232).
     h.ds0.answer(
         "SELECT @@session.sql_select_limit LIMIT 1",
-        Reply::rows(&["@@session.sql_select_limit"], &[&[Some("10")]]),
+        Reply::Rows {
+            table: String::new(),
+            columns: vec![(
+                "@@session.sql_select_limit".into(),
+                ColumnType::MYSQL_TYPE_LONGLONG,
+            )],
+            rows: vec![vec![Some("10".into())]],
+        },
     );
-    let set = h.query("SET sql_select_limit = 10").await;
+    let set = h.query("SET sql_select_limit = 5 + 5").await;
     assert!(
         matches!(set, Answer::Ok { .. }),
         "{set:?} {:?}",
         h.ds0.received()
+    );
+    assert_eq!(
+        h.ds0.received(),
+        [
+            "SET sql_select_limit = 5 + 5",
+            "SELECT @@session.sql_select_limit LIMIT 1"
+        ]
     );
     // CN_CHANNEL (1): shards 8-11, on ds1.
     let id = order_id(1, 3);
@@ -428,25 +467,26 @@ async fn a_set_is_read_back_and_carried_to_the_other_datasource() {
         "{select:?} {:?}",
         h.ds1.received()
     );
-    let on_ds1 = h.ds1.received();
-    let set_at = on_ds1
-        .iter()
-        .position(|s| s.starts_with("SET ") && s.contains("sql_select_limit") && s.contains("10"));
-    let select_at = on_ds1.iter().position(|s| *s == physical);
-    assert!(
-        matches!((set_at, select_at), (Some(s), Some(q)) if s < q),
-        "the read-back value set before the statement: {on_ds1:?}"
+    assert_eq!(
+        h.ds1.received(),
+        ["SET @@session.sql_select_limit = 10".to_owned(), physical],
+        "the read-back value set before the statement"
     );
 }
 
 #[tokio::test]
 async fn a_statement_the_proxy_cannot_place_is_refused_before_any_backend_sees_it() {
     let mut h = Harness::start().await;
-    let answer = h.query("DELETE FROM t_order WHERE status = 'NEW'").await;
+    // One channel's shards, all on ds0: only the user's scatter policy refuses it (app has
+    // no scatter_writes).
+    let answer = h
+        .query("DELETE FROM t_order WHERE channel = 'EU_CHANNEL' AND status = 'NEW'")
+        .await;
     let Answer::Error { code, message } = answer else {
-        panic!("not refused: {answer:?}");
+        panic!("not refused: {answer:?} {:?}", h.ds0.received());
     };
     assert_eq!(code, crate::error::ER_NOT_SUPPORTED_YET, "{message}");
+    assert!(message.contains("scatter"), "{message}");
     assert!(h.ds0.statements().is_empty(), "{:?}", h.ds0.received());
     assert!(h.ds1.statements().is_empty(), "{:?}", h.ds1.received());
 }
@@ -468,6 +508,7 @@ async fn a_scatter_count_is_the_sum_of_every_shards_count() {
             // The merge reads the count from a column of its own, after the client's.
             &format!("SELECT COUNT(*) , COUNT(*) FROM `order_shards`.`t_order_{shard}`"),
             Reply::Rows {
+                table: String::new(),
                 columns: vec![
                     ("COUNT(*)".into(), ColumnType::MYSQL_TYPE_LONGLONG),
                     ("COUNT(*)".into(), ColumnType::MYSQL_TYPE_LONGLONG),
@@ -575,4 +616,23 @@ async fn a_write_over_two_shards_is_atomic_and_a_failed_step_rolls_it_back() {
         !statements.iter().skip(4).any(|s| s == "COMMIT"),
         "{statements:?}"
     );
+}
+
+#[tokio::test]
+async fn protocol_commands_without_a_statement() {
+    let mut h = Harness::start().await;
+    assert!(matches!(
+        h.command(Command::COM_PING, b"").await,
+        Answer::Ok { .. }
+    ));
+    let unknown = h.command(Command::COM_DEBUG, b"").await;
+    assert!(
+        matches!(unknown, Answer::Error { code: 1047, .. }),
+        "{unknown:?}"
+    );
+    // A database outside the user's scope: refused by the proxy (1044), no backend asked.
+    let init = h.command(Command::COM_INIT_DB, b"mysql").await;
+    assert!(matches!(init, Answer::Error { code: 1044, .. }), "{init:?}");
+    assert!(h.ds0.received().is_empty(), "{:?}", h.ds0.received());
+    assert_eq!(h.session.database(), Some("orders"));
 }

@@ -1,7 +1,7 @@
 //! The frontend: a client connection from accept to close. [`serve`] runs the wire's
 //! handshake and authentication (`wire::handshake`), starts the connection's session in the
 //! engine, and runs the command loop: it reads one command at a time (so pipelined commands
-//! are answered in order) and hands it to the engine ([`engine::command`]).
+//! are answered in order) and hands it to the engine ([`crate::engine::command`]).
 //!
 //! It knows no plan, pool or backend connection: everything a command does happens below,
 //! in the engine.

@@ -1,6 +1,6 @@
 //! Transaction characteristics as `SET TRANSACTION` and `START TRANSACTION` give them: read
 //! and checked by the proxy, which keeps `SET TRANSACTION` (next transaction only) and
-//! `BEGIN` to itself until a statement needs a backend (`frontend::characteristics`). A
+//! `BEGIN` to itself until a statement needs a backend (`engine::characteristics`). A
 //! text MariaDB would refuse is refused when the client sends it, with 1064 as MariaDB
 //! does, never replayed later on a pooled connection.
 //!

@@ -3,7 +3,8 @@
 //! ([`handshake`]), and [`client::Client`], which writes replies (OK, ERR, EOF, result sets)
 //! as the client negotiated them.
 //!
-//! It knows no session, plan, pool or backend connection: the engine writes its replies
+//! It knows no plan, pool or backend connection, and of the session only its handle in the
+//! registry (a `KILL` ends a write that waits for the client): the engine writes its replies
 //! through a [`client::Client`], and the frontend's command loop reads commands from it.
 
 pub mod client;
