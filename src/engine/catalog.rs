@@ -470,7 +470,7 @@ impl Session {
                 "No database selected",
             ));
         };
-        self.check_database(&db)?;
+        self.checks.database(&db)?;
         let logical = self.rt.config.sharding.logical_database.clone();
         let (ds, copies_in) = self.copies_home();
         if !db.eq_ignore_ascii_case(&logical) {
@@ -551,7 +551,7 @@ impl Session {
             return self.fill_processlist(copy, made).await;
         }
         let logical_rows = self.logical_rows(view).await?;
-        let mut filter = visible(view, &config, &self.scope());
+        let mut filter = visible(view, &config, &self.checks.scope());
         if let Some(schema) = only_schema {
             let literal = quote_string(schema.as_bytes());
             filter.push_str(&format!(

@@ -86,7 +86,7 @@ impl Session {
     ) -> Result<(), ProxyError> {
         let lexed = explained(sql, body, self)?;
         let inner = &sql[body..];
-        self.check_database_access(inner, &lexed)?;
+        self.checks.statement(&self.state, inner, &lexed)?;
         let mut statement = self
             .prepare_data(inner, &lexed, &[], params.unwrap_or_default())
             .await?;

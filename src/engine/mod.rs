@@ -11,6 +11,7 @@
 
 mod catalog;
 mod characteristics;
+mod checks;
 pub mod command;
 mod explain;
 mod gather;

@@ -29,7 +29,7 @@ pub(super) struct ProcessRow {
 impl Session {
     /// The sessions this session's user may see, by connection id.
     pub(super) fn process_rows(&self) -> Vec<ProcessRow> {
-        let scope = self.scope();
+        let scope = self.checks.scope();
         let mut rows: Vec<ProcessRow> = self
             .proxy
             .sessions

@@ -201,16 +201,21 @@ impl Session {
                 "You have an error in your SQL syntax: a NUL byte outside a string",
             ));
         }
-        let shape = self.memo_shape(sql, &lexed);
-        if let Some(analysis) = shape.as_deref().and_then(|s| self.memo_get(s)) {
+        let shape = self
+            .state
+            .memo_shape(sql, &lexed, &self.rt.config.sharding.logical_database);
+        if let Some(analysis) = shape
+            .as_deref()
+            .and_then(|s| self.checks.memo_get(s, &self.state, self.rt.generation))
+        {
             // The same shape passed the scope check, the classifier and the catalog-view
             // check in this epoch: their answers would be the same (`super::memo`).
-            self.check_name_bytes(sql, &lexed)?;
+            self.state.check_name_bytes(sql, &lexed)?;
             return self
                 .run_data(client, sql, &lexed, &[], analysis, more)
                 .await;
         }
-        self.check_database_access(sql, &lexed)?;
+        self.checks.statement(&self.state, sql, &lexed)?;
         let command = classify(sql, &lexed.tokens, self.state.lex_mode);
         self.classified_statement(client, sql, &lexed, command, shape, more)
             .await
@@ -493,7 +498,7 @@ impl Session {
         // COM_PROCESS_KILL may be the first command after a reload that took `process` away.
         self.refresh()?;
         let target = self.proxy.sessions.get(target_id).ok_or_else(unknown)?;
-        if !self.scope().reaches_session_of(&target.user) {
+        if !self.checks.scope().reaches_session_of(&target.user) {
             return Err(ProxyError::client(
                 crate::plan::scope::ER_KILL_DENIED_ERROR,
                 b"HY000",

@@ -8,18 +8,16 @@ use std::sync::Arc;
 
 use mysql_common::constants::CapabilityFlags;
 
+use super::checks::Checks;
 use super::state::SessionState;
 use crate::backend::BackendConn;
 use crate::error::ProxyError;
 use crate::execute::Target;
 use crate::execute::{Transaction, Wants};
-use crate::plan::scope::Scope;
 use crate::protocol::status;
 use crate::protocol::status::MoreResults;
 use crate::proxy::{Proxy, Runtime};
 use crate::rewrite::SessionValues;
-
-use crate::sql::charset::Decoding;
 
 impl Drop for Session {
     fn drop(&mut self) {
@@ -60,14 +58,9 @@ pub struct Session {
     /// The client connection's TLS parameters (`Ssl_cipher`, `Ssl_version`); `None` in
     /// clear text.
     pub(super) tls: Option<crate::wire::stream::TlsInfo>,
-    /// The databases its user may reach under `rt` (SPEC §8a).
-    scope: Arc<Scope>,
-    /// The [`Proxy::server_databases`] version and the configuration generation `scope`
-    /// was built with.
-    scope_databases_version: u64,
-    scope_generation: u64,
-    /// The data-statement shapes this session ran last, under `scope` and `rt`.
-    memo: super::memo::ShapeMemo,
+    /// What its statements are checked against: the user's scope and the memo of shapes
+    /// that passed ([`Checks`]).
+    pub(super) checks: Checks,
 }
 
 impl Session {
@@ -88,15 +81,11 @@ impl Session {
         let state = SessionState::new(collation, interactive, defaults);
         let handle = proxy.sessions.register(id, &user, &host);
         let rt = proxy.runtime();
-        let known = proxy.server_databases();
-        let scope =
-            Arc::new(Scope::of(&rt.config, &user, &host).with_server_databases(&known.names));
+        let checks = Checks::new(&proxy, &user, &host);
         Self {
-            scope_databases_version: known.version,
-            scope_generation: rt.generation,
             user_at_host: format!("{user}@{host}").into(),
             current_user: format!("{user}@%").into(),
-            scope,
+            checks,
             rt,
             proxy,
             id,
@@ -109,7 +98,6 @@ impl Session {
             statements: Default::default(),
             handle,
             tls: None,
-            memo: Default::default(),
         }
     }
 
@@ -272,13 +260,7 @@ impl Session {
     /// changed it cannot follow (its rows would go to the old shards), so it ends with
     /// ER_CONNECTION_KILLED and the client reconnects.
     pub(super) fn refresh(&mut self) -> Result<(), ProxyError> {
-        // The scope follows the newest configuration at once, in a transaction and in a
-        // pinned session too: it only narrows or widens what the checks let through.
-        if self.proxy.server_databases_version() != self.scope_databases_version
-            || self.proxy.generation() != self.scope_generation
-        {
-            self.build_scope();
-        }
+        self.checks.follow(&self.proxy, &self.user, &self.host);
         if self.proxy.generation() == self.rt.generation || self.in_transaction() {
             return Ok(());
         }
@@ -324,138 +306,5 @@ impl Session {
         *self = fresh;
         self.state.database = database;
         self.state.lex_mode.server_version = server_version;
-    }
-
-    /// The user's scope under the configuration in force, with the databases the servers
-    /// were last seen to have.
-    fn build_scope(&mut self) {
-        let known = self.proxy.server_databases();
-        let current = self.proxy.runtime();
-        self.scope = Arc::new(
-            Scope::of(&current.config, &self.user, &self.host).with_server_databases(&known.names),
-        );
-        self.scope_databases_version = known.version;
-        self.scope_generation = current.generation;
-    }
-
-    /// The databases this session's user may reach, under the configuration it works
-    /// under.
-    pub(super) fn scope(&self) -> Arc<Scope> {
-        self.scope.clone()
-    }
-
-    /// Refuses a statement naming a database outside the user's scope (1142, 1370, 1044;
-    /// [`crate::plan::scope::check_statement`]), before anything reaches a backend. A
-    /// current database a reload took out of the scope refuses every statement but `USE`
-    /// (1044): unqualified names would still reach it.
-    pub(super) fn check_database_access(
-        &self,
-        sql: &[u8],
-        lexed: &crate::sql::lexer::Lexed,
-    ) -> Result<(), ProxyError> {
-        self.check_name_bytes(sql, lexed)?;
-        if let Some(db) = self.state.database.as_deref() {
-            let is_use = lexed.tokens.first().is_some_and(|t| t.is_word(sql, "use"));
-            if !is_use {
-                self.scope.check_database(db)?;
-            }
-        }
-        crate::plan::scope::check_text(
-            &self.scope,
-            sql,
-            &lexed.tokens,
-            self.state.lex_mode,
-            self.state.database.as_deref(),
-        )
-    }
-
-    /// Refuses names outside quotes with bytes above 0x7F in a single-byte character set.
-    pub(super) fn check_name_bytes(
-        &self,
-        sql: &[u8],
-        lexed: &crate::sql::lexer::Lexed,
-    ) -> Result<(), ProxyError> {
-        // In a single-byte character set a byte above 0x7F may be a space to the server
-        // (0xA0 in latin1 and latin2, not in cp1251): the proxy, reading it as part of a
-        // name, would not see the words it separates (`USE\xA0mysql`).
-        if self.state.decoding == Decoding::SingleByte {
-            let unquoted = lexed.tokens.iter().any(|t| {
-                t.kind == crate::sql::lexer::TokenKind::Word
-                    && t.bytes(sql).iter().any(|&b| b > 0x7F)
-            });
-            if unquoted {
-                return Err(ProxyError::unsupported(
-                    "a name with bytes above 0x7F outside quotes in a single-byte character set (some of them are spaces to the server): quote the name with backquotes, or use utf8mb4",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The shape of a statement the session's memo may hold ([`super::memo`]), if it may.
-    pub(super) fn memo_shape(
-        &self,
-        sql: &[u8],
-        lexed: &crate::sql::lexer::Lexed,
-    ) -> Option<Vec<u8>> {
-        super::memo::ShapeMemo::<Scope>::eligible(sql, lexed, self.state.lex_mode).then(|| {
-            crate::sql::shape::shape_key(
-                sql,
-                lexed,
-                self.state.lex_mode,
-                self.state
-                    .in_database(&self.rt.config.sharding.logical_database),
-            )
-        })
-    }
-
-    /// The session's present epoch ([`super::memo::Epoch`]).
-    pub(super) fn epoch(&self) -> super::memo::Epoch {
-        super::memo::Epoch::new(
-            &self.scope,
-            self.rt.generation,
-            self.state.database.as_deref(),
-            self.state.lex_mode,
-        )
-    }
-
-    /// Whether the session is in `epoch`.
-    pub(super) fn in_epoch(&self, epoch: &super::memo::Epoch) -> bool {
-        epoch.matches(
-            &self.scope,
-            self.rt.generation,
-            self.state.database.as_deref(),
-            self.state.lex_mode,
-        )
-    }
-
-    /// The analysis of a data statement of shape `shape` that passed the checks under the
-    /// session's present scope, configuration, database and lexer mode.
-    pub(super) fn memo_get(&mut self, shape: &[u8]) -> Option<Arc<crate::sql::Analysis>> {
-        self.memo.get(
-            shape,
-            &self.scope,
-            self.rt.generation,
-            self.state.database.as_deref(),
-            self.state.lex_mode,
-        )
-    }
-
-    /// Keeps a shape that just passed the checks as a plain data statement.
-    pub(super) fn memo_insert(&mut self, shape: Vec<u8>, analysis: Arc<crate::sql::Analysis>) {
-        self.memo.insert(
-            shape,
-            analysis,
-            &self.scope,
-            self.rt.generation,
-            self.state.database.as_deref(),
-            self.state.lex_mode,
-        );
-    }
-
-    /// Refuses a database outside the user's scope (1044): `USE`, COM_INIT_DB, the
-    /// handshake's database, `SHOW ... FROM db`.
-    pub(super) fn check_database(&self, name: &str) -> Result<(), ProxyError> {
-        self.scope().check_database(name)
     }
 }

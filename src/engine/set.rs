@@ -482,7 +482,7 @@ impl Session {
     pub async fn select_database(&mut self, database: &str) -> Result<(), ProxyError> {
         // COM_INIT_DB may be the first command after a reload: its scope counts.
         self.refresh()?;
-        self.check_database(database)?;
+        self.checks.database(database)?;
         if database.is_empty() {
             return Err(ProxyError::client(
                 crate::error::ER_NO_DB_ERROR,

@@ -364,7 +364,7 @@ impl Session {
         let config = self.rt.config.clone();
         let logical = &config.sharding.logical_database;
         if let Some(db) = database {
-            self.check_database(db)?;
+            self.checks.database(db)?;
         }
         let about_logical = match database {
             Some(db) => db.eq_ignore_ascii_case(logical),
@@ -466,7 +466,7 @@ impl Session {
             database.map(|d| ident_text(sql, &tokens[d.first as usize], mode))
         };
         if let Some(db) = &qualifier {
-            self.check_database(db)?;
+            self.checks.database(db)?;
         }
         let in_logical = match &qualifier {
             Some(db) => db.eq_ignore_ascii_case(&config.sharding.logical_database),
@@ -578,7 +578,7 @@ impl Session {
         // are refused there (1044).
         self.refresh()?;
         if let Some(db) = self.state.database.as_deref() {
-            self.check_database(db)?;
+            self.checks.database(db)?;
         }
         let config = self.rt.config.clone();
         let (table, rest) = match body.iter().position(|&b| b == 0) {

@@ -15,7 +15,7 @@ use crate::error::ProxyError;
 use crate::protocol::status;
 use crate::proxy::SessionDefaults;
 use crate::sql::charset::{CHARSET_VARS, Decoding, collation_names, decoding_for};
-use crate::sql::lexer::LexMode;
+use crate::sql::lexer::{LexMode, Lexed, TokenKind};
 
 /// What one session asked for and was told (see the module documentation).
 #[derive(Debug)]
@@ -194,6 +194,34 @@ impl SessionState {
         .into_iter()
         .find(|&limit| limit > 0)
         .map_or(self.wait_timeout, Duration::from_secs)
+    }
+
+    /// Refuses names outside quotes with bytes above 0x7F in a single-byte character set.
+    pub fn check_name_bytes(&self, sql: &[u8], lexed: &Lexed) -> Result<(), ProxyError> {
+        // In a single-byte character set a byte above 0x7F may be a space to the server
+        // (0xA0 in latin1 and latin2, not in cp1251): the proxy, reading it as part of a
+        // name, would not see the words it separates (`USE\xA0mysql`).
+        if self.decoding == Decoding::SingleByte {
+            let unquoted = lexed
+                .tokens
+                .iter()
+                .any(|t| t.kind == TokenKind::Word && t.bytes(sql).iter().any(|&b| b > 0x7F));
+            if unquoted {
+                return Err(ProxyError::unsupported(
+                    "a name with bytes above 0x7F outside quotes in a single-byte character set (some of them are spaces to the server): quote the name with backquotes, or use utf8mb4",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The shape of a statement the session's memo may hold ([`super::memo`]), if it may
+    /// (`logical`: the configuration's logical database).
+    pub fn memo_shape(&self, sql: &[u8], lexed: &Lexed, logical: &str) -> Option<Vec<u8>> {
+        super::memo::ShapeMemo::<crate::plan::scope::Scope>::eligible(sql, lexed, self.lex_mode)
+            .then(|| {
+                crate::sql::shape::shape_key(sql, lexed, self.lex_mode, self.in_database(logical))
+            })
     }
 
     /// Collation id and bytes per character of the results the client receives

@@ -103,7 +103,12 @@ impl Session {
             Some(shape) if prefix.is_empty() => {
                 let (analysis, shared) = self.analysis_of_shape(sql, lexed, &shape)?;
                 if shared {
-                    self.memo_insert(shape, analysis.clone());
+                    self.checks.memo_insert(
+                        shape,
+                        analysis.clone(),
+                        &self.state,
+                        self.rt.generation,
+                    );
                 }
                 analysis
             }
@@ -197,7 +202,7 @@ impl Session {
         values.generated = &generated;
         let user = self.rt.config.user(&self.user);
         let session = self.session_values();
-        let scope = self.scope();
+        let scope = self.checks.scope();
         let inputs = Inputs {
             text: s.text,
             analysis: &s.analysis,

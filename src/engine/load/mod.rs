@@ -113,7 +113,9 @@ impl Session {
                     "No database selected",
                 )
             })?;
-        self.scope().check_table("INSERT", &database, &load.table)?;
+        self.checks
+            .scope()
+            .check_table("INSERT", &database, &load.table)?;
         let config = self.rt.config.clone();
         let logical = database.eq_ignore_ascii_case(&config.sharding.logical_database);
         if logical {

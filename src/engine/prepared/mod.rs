@@ -77,7 +77,7 @@ impl Session {
             .iter()
             .filter(|t| t.kind == TokenKind::Placeholder)
             .count();
-        self.check_database_access(sql, &lexed)?;
+        self.checks.statement(&self.state, sql, &lexed)?;
         match classify(sql, &lexed.tokens, self.state.lex_mode) {
             Command::Statement => self.refuse_answered_views(sql, &lexed)?,
             Command::Administrative(what) => return Err(ProxyError::administrative(what)),
@@ -287,15 +287,16 @@ impl Session {
         // makes `FROM TABLES` the catalog view the proxy answers itself (the backend's would
         // show every database).
         let checked = match &statement.checked_in {
-            Some(epoch) if self.in_epoch(epoch) => {
-                self.check_name_bytes(&statement.sql, &statement.lexed)
-            }
+            Some(epoch) if self.checks.in_epoch(epoch, &self.state, self.rt.generation) => self
+                .state
+                .check_name_bytes(&statement.sql, &statement.lexed),
             _ => {
                 let checked = self
-                    .check_database_access(&statement.sql, &statement.lexed)
+                    .checks
+                    .statement(&self.state, &statement.sql, &statement.lexed)
                     .and_then(|()| self.refuse_answered_views(&statement.sql, &statement.lexed));
                 if checked.is_ok() {
-                    statement.checked_in = Some(self.epoch());
+                    statement.checked_in = Some(self.checks.epoch(&self.state, self.rt.generation));
                 }
                 checked
             }
