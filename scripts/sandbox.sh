@@ -235,6 +235,7 @@ start_server() {
         exec setsid mariadbd --no-defaults --datadir="$datadir" --tmpdir="$datadir-tmp" --port="$port" \
             --socket="$sock" --user=root --bind-address=127.0.0.1 --skip-log-bin \
             --pid-file="$pidfile" --innodb-buffer-pool-size=128M --max-connections=500 \
+            --innodb-print-all-deadlocks=ON \
             --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
             --ssl-ca="$SANDBOX_DIR/tls/ca.pem" --ssl-cert="$SANDBOX_DIR/tls/server.pem" \
             --ssl-key="$SANDBOX_DIR/tls/server-key.pem"

@@ -14,8 +14,23 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
-# Armed before `up`: a server that started before the other failed is stopped too.
-cleanup() { scripts/sandbox.sh down >/dev/null 2>&1 || true; }
+# Armed before `up`: a server that started before the other failed is stopped too. On a
+# failure, the deadlocks InnoDB reported (the sandbox prints them all to each server's log)
+# are shown first: a test that lost a deadlock to another test running beside it says so.
+cleanup() {
+    local status=$?
+    if (( status != 0 )); then
+        local log
+        for log in "${ROUTEKEY_SANDBOX_DIR:-.sandbox}"/ds*/server.log; do
+            [[ -f "$log" ]] || continue
+            if grep -qi "deadlock" "$log"; then
+                printf '\n== deadlocks in %s\n' "$log"
+                grep -i -A 40 "deadlock" "$log" | head -200
+            fi
+        done
+    fi
+    scripts/sandbox.sh down >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 step "sandbox up"
 scripts/sandbox.sh up
