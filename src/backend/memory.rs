@@ -356,7 +356,10 @@ impl Connection {
                 self.record(format!("COM_STMT_SEND_LONG_DATA {:?}", statement_id(body)));
                 return Ok(());
             }
-            c if c == Command::COM_STMT_RESET as u8 => self.ok(0, 0)?,
+            c if c == Command::COM_STMT_RESET as u8 => {
+                self.record(format!("COM_STMT_RESET {:?}", statement_id(body)));
+                self.ok(0, 0)?;
+            }
             _ => self.error(1047, *b"08S01", "Unknown command")?,
         }
         self.stream.flush().await
@@ -364,7 +367,9 @@ impl Connection {
 
     fn query(&mut self, text: &str) -> std::io::Result<()> {
         if let Some(reply) = self.scripted(text) {
-            self.statement_ran();
+            if !matches!(reply, Reply::Error { .. }) {
+                self.statement_ran();
+            }
             return self.reply(&reply, false);
         }
         let upper = text.trim().to_ascii_uppercase();
@@ -522,7 +527,9 @@ impl Connection {
         self.record(format!("EXECUTE {text} [{}]", shown.join(", ")));
         match self.scripted(&text) {
             Some(reply) => {
-                self.statement_ran();
+                if !matches!(reply, Reply::Error { .. }) {
+                    self.statement_ran();
+                }
                 self.reply(&reply, true)
             }
             None => self.error(1064, *b"42000", "memory backend: no reply scripted"),

@@ -13,7 +13,7 @@ use super::memo::{Epoch, ShapeMemo};
 use super::state::SessionState;
 use crate::error::ProxyError;
 use crate::plan::scope::Scope;
-use crate::proxy::Proxy;
+use crate::proxy::{Proxy, Runtime};
 use crate::sql::Analysis;
 use crate::sql::lexer::Lexed;
 
@@ -30,11 +30,10 @@ pub struct Checks {
 }
 
 impl Checks {
-    /// The checks of `user@host` under the proxy's configuration in force, with the
-    /// databases the servers were last seen to have.
-    pub fn new(proxy: &Proxy, user: &str, host: &str) -> Self {
+    /// The checks of `user@host` under `current` (the configuration the session works
+    /// under), with the databases the servers were last seen to have.
+    pub fn new(proxy: &Proxy, current: &Runtime, user: &str, host: &str) -> Self {
         let known = proxy.server_databases();
-        let current = proxy.runtime();
         Self {
             scope: Arc::new(
                 Scope::of(&current.config, user, host).with_server_databases(&known.names),
@@ -53,7 +52,7 @@ impl Checks {
             || proxy.generation() != self.generation
         {
             let memo = std::mem::take(&mut self.memo);
-            *self = Self::new(proxy, user, host);
+            *self = Self::new(proxy, &proxy.runtime(), user, host);
             self.memo = memo;
         }
     }
@@ -162,7 +161,7 @@ mod tests {
         let config =
             Config::from_toml(include_str!("../../config/demo.toml"), "demo.toml").unwrap();
         let proxy = Proxy::new(config);
-        let checks = Checks::new(&proxy, "app", "localhost");
+        let checks = Checks::new(&proxy, &proxy.runtime(), "app", "localhost");
         (proxy, checks)
     }
 

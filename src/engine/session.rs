@@ -81,7 +81,7 @@ impl Session {
         let state = SessionState::new(collation, interactive, defaults);
         let handle = proxy.sessions.register(id, &user, &host);
         let rt = proxy.runtime();
-        let checks = Checks::new(&proxy, &user, &host);
+        let checks = Checks::new(&proxy, &rt, &user, &host);
         Self {
             user_at_host: format!("{user}@{host}").into(),
             current_user: format!("{user}@%").into(),

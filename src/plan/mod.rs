@@ -1,7 +1,7 @@
 //! Planning a data statement: one function ([`plan`]) turns the analysis, the bound
 //! values, the hints and the session's values into a [`Plan`]: how each order id routes and
 //! which layer said so, the statement each shard or datasource receives, the index rows to
-//! write first, whether it writes, and and how its steps run ([`Execution`]: relayed, atomic, merged or a probe).
+//! write first, whether it writes, and how its steps run ([`Execution`]: relayed, atomic, merged or a probe).
 //!
 //! Planning does no I/O but the index lookup behind [`crate::route::index::IndexTable`]
 //! (and the cache tiers in front of it), and changes nothing: counters and cache fills are

@@ -119,11 +119,12 @@ pub enum Execution {
     /// Several shards' results merged into one as `spec` says (boxed: most plans have
     /// none, and a plan moves several times on its way).
     Merge(Box<MergeSpec>),
-    /// A merge of every shard's results looking for order ids nothing resolves (`ids`):
+    /// A read of every shard of the table looking for order ids nothing resolves (`ids`):
     /// what the shards hold is learnt when it has run.
     Probe {
-        /// The merge.
-        spec: Box<MergeSpec>,
+        /// The merge of the shards' results; `None` when the table has one shard (its
+        /// reply is relayed).
+        spec: Option<Box<MergeSpec>>,
         /// The order ids looked for.
         ids: Vec<u64>,
     },
@@ -133,7 +134,8 @@ impl Execution {
     /// The merge of the steps' results, when they are merged.
     pub fn merge(&self) -> Option<&MergeSpec> {
         match self {
-            Execution::Merge(spec) | Execution::Probe { spec, .. } => Some(spec),
+            Execution::Merge(spec) => Some(spec),
+            Execution::Probe { spec, .. } => spec.as_deref(),
             Execution::Relay | Execution::Atomic => None,
         }
     }

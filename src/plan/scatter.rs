@@ -196,12 +196,15 @@ pub(super) fn plan_probe<I: IndexTable>(
         }
     }
     let mut plan = plan_merge(p, PlanKind::Probe, shards)?;
-    if let Execution::Merge(spec) = plan.execution {
-        plan.execution = Execution::Probe {
-            spec,
-            ids: unresolved,
-        };
-    }
+    // A table of one shard is relayed, not merged: the probe learns from it all the same.
+    let spec = match std::mem::replace(&mut plan.execution, Execution::Relay) {
+        Execution::Merge(spec) => Some(spec),
+        _ => None,
+    };
+    plan.execution = Execution::Probe {
+        spec,
+        ids: unresolved,
+    };
     Ok(plan)
 }
 

@@ -615,3 +615,52 @@ async fn explain_rows_name_each_layer() {
     .unwrap();
     assert_eq!(layer(&issued), ["issued"]);
 }
+
+/// A legacy id nothing resolves, under `unresolved_reads = "probe"`: the plan looks on
+/// every shard of the table and keeps the ids, so what the shards hold is learnt when it
+/// has run; on a table of one shard too, whose reply is relayed rather than merged.
+#[tokio::test]
+async fn a_probe_keeps_its_ids_whatever_the_number_of_shards() {
+    let probe = include_str!("../../config/demo.toml")
+        .replace("[sharding]\n", "[sharding]\nunresolved_reads = \"probe\"\n");
+    // The demo's servers, index and cache; one channel of one shard.
+    let demo = include_str!("../../config/demo.toml");
+    let (head, rest) = demo.split_at(demo.find("[[channels]]").unwrap());
+    let tail = &rest[rest.find("[index]").unwrap()..];
+    let one_shard = format!(
+        r#"{head}
+[[channels]]
+name = "EU_CHANNEL"
+code = 5
+base_shard = 0
+route_key_since = "2024-01-01T00:00:00Z"
+[sharding]
+logical_database = "orders"
+default_datasource = "ds0"
+shards_per_channel = 1
+binding_tables = ["t_order"]
+physical_database = "order_shards"
+physical_table = "{{table}}_{{shard}}"
+unresolved_reads = "probe"
+[[sharding.shards]]
+first = 0
+last = 0
+datasource = "ds0"
+{tail}"#
+    );
+    for (text, shards, merged) in [(probe.as_str(), 20, true), (one_shard.as_str(), 1, false)] {
+        let config = Config::from_toml(text, "probe.toml").unwrap();
+        let r = Router::new(Arc::new(config), MemoryIndex::default());
+        let id = legacy_id(5, 1);
+        let plan = plan_only(&r, &format!("SELECT * FROM t_order WHERE order_id = {id}"))
+            .await
+            .unwrap();
+        assert_eq!(plan.kind, PlanKind::Probe);
+        assert_eq!(plan.steps.len(), shards);
+        let Execution::Probe { spec, ids } = &plan.execution else {
+            panic!("a probe whose ids are lost: {:?}", plan.execution);
+        };
+        assert_eq!(ids, &[id]);
+        assert_eq!(spec.is_some(), merged);
+    }
+}
