@@ -21,7 +21,8 @@ print(eu["new_format_ids"][0], eu["legacy_ids"][0], eu["legacy_ids"][1], cn["new
 PY
 )
 read -r new_id legacy_id legacy_hinted cn_id <<<"$ids"
-bin=target/release/routekey-proxy
+# cargo builds into $CARGO_TARGET_DIR when it is set.
+bin="${CARGO_TARGET_DIR:-target}/release/routekey-proxy"
 cat <<TXT
 
 routekey-proxy is starting on $listen in front of the sandbox ($config).
