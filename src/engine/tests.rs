@@ -454,11 +454,11 @@ async fn a_set_is_read_back_and_carried_to_the_other_datasource() {
             "SELECT @@session.sql_select_limit LIMIT 1"
         ]
     );
-    // CN_CHANNEL (1): shards 8-11, on ds1.
-    let id = order_id(1, 3);
+    // BIZ_CHANNEL (3): shards 12-15, on ds1.
+    let id = order_id(3, 3);
     let physical = format!(
         "SELECT status FROM `order_shards`.`t_order_{}` WHERE order_id = {id}",
-        8 + id % 4
+        12 + id % 4
     );
     h.ds1
         .answer(&physical, Reply::rows(&["status"], &[&[Some("NEW")]]));
@@ -667,4 +667,105 @@ async fn an_ok_with_a_large_insert_id_reaches_the_client_whole() {
         h.ds0.received()
     );
     assert_eq!(h.session.state.last_insert_id, id);
+}
+
+#[tokio::test]
+async fn a_multi_statement_query_answers_each_statement_in_turn() {
+    let mut h = Harness::start().await;
+    // COM_SET_OPTION 0: multi-statements on (the reply is an EOF packet).
+    h.client.stream.reset_seq();
+    protocol_command(
+        &mut h.session,
+        &mut h.client,
+        &[Command::COM_SET_OPTION as u8, 0, 0],
+        COLLATION,
+    )
+    .await
+    .unwrap();
+    h.client.flush().await.unwrap();
+    h.peer.reset_seq();
+    assert_eq!(h.packet().await[0], 0xFE);
+    let (a, b) = (order_id(5, 3), order_id(3, 4));
+    // EU_CHANNEL's shards start at 0 (ds0), BIZ_CHANNEL's at 12 (ds1). The second statement
+    // goes to the backend as the client wrote it after the `;`, its space included.
+    let select = |base: u64, id: u64| {
+        format!(
+            "SELECT status FROM `order_shards`.`t_order_{}` WHERE order_id = {id}",
+            base + id % 4
+        )
+    };
+    h.ds0
+        .answer(&select(0, a), Reply::rows(&["status"], &[&[Some("A")]]));
+    h.ds1.answer(
+        &format!(" {}", select(12, b)),
+        Reply::rows(&["status"], &[&[Some("B")]]),
+    );
+    let more = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
+    let first = h
+        .query(&format!(
+            "SELECT status FROM t_order WHERE order_id = {a}; SELECT status FROM t_order WHERE order_id = {b}"
+        ))
+        .await;
+    assert!(
+        matches!(&first, Answer::Rows { rows, status, .. } if rows[0][0] == Value::Bytes(b"A".to_vec()) && status & more != 0),
+        "{first:?} {:?} {:?}",
+        h.ds0.received(),
+        h.ds1.received()
+    );
+    let second = h.read_answer(Command::COM_QUERY).await;
+    assert!(
+        matches!(&second, Answer::Rows { rows, status, .. } if rows[0][0] == Value::Bytes(b"B".to_vec()) && status & more == 0),
+        "{second:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_reset_connection_keeps_the_database_and_forgets_the_rest() {
+    let mut h = Harness::start().await;
+    h.ds0.answer(
+        "SELECT ? + 1",
+        Reply::Rows {
+            table: String::new(),
+            columns: vec![("? + 1".into(), ColumnType::MYSQL_TYPE_LONGLONG)],
+            rows: vec![vec![Some("2".into())]],
+        },
+    );
+    let Answer::Prepared { id: statement, .. } = h.prepare("SELECT ? + 1").await else {
+        panic!("not prepared: {:?}", h.ds0.received());
+    };
+    h.query("SET @mark = 1").await;
+    h.session.state.set_last_insert_id(5);
+    let reset = h.command(Command::COM_RESET_CONNECTION, b"").await;
+    assert!(matches!(reset, Answer::Ok { .. }), "{reset:?}");
+    assert_eq!(h.session.database(), Some("orders"));
+    assert_eq!(h.session.state.last_insert_id, 0);
+    assert!(h.session.state.vars.get("@mark").is_none());
+    let gone = h.execute(statement, &[Value::Int(1)]).await;
+    assert!(matches!(gone, Answer::Error { code: 1243, .. }), "{gone:?}");
+}
+
+#[tokio::test]
+async fn a_reload_that_widens_the_scope_reaches_the_session_at_its_next_command() {
+    let mut h = Harness::start().await;
+    let refused = h.command(Command::COM_INIT_DB, b"reports").await;
+    assert!(
+        matches!(refused, Answer::Error { code: 1044, .. }),
+        "{refused:?}"
+    );
+    let toml = include_str!("../../config/demo.toml")
+        .replace("127.0.0.1:33061", &h.ds0.address())
+        .replace("127.0.0.1:33062", &h.ds1.address())
+        .replace(
+            "name = \"app\"\npassword = \"app\"\n",
+            "name = \"app\"\npassword = \"app\"\ndatabases = [\"reports\"]\n",
+        );
+    let config = Config::from_toml(&toml, "demo.toml").expect("the widened configuration");
+    h.session.proxy.reload(config).expect("reloaded");
+    let allowed = h.command(Command::COM_INIT_DB, b"reports").await;
+    assert!(
+        matches!(allowed, Answer::Ok { .. }),
+        "{allowed:?} {:?}",
+        h.ds0.received()
+    );
+    assert_eq!(h.session.database(), Some("reports"));
 }
