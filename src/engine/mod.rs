@@ -24,6 +24,7 @@ mod prepared;
 mod processlist;
 mod query;
 mod respond;
+mod run;
 pub mod session;
 mod set;
 mod show;
