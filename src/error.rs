@@ -115,6 +115,12 @@ pub enum ProxyError {
     /// The client connection failed: nothing more can be sent to it.
     #[error("client connection lost: {0}")]
     ClientGone(String),
+    /// What the proxy kept about a statement no longer matches what a backend answered
+    /// (a combined scatter's column description, [`crate::merge::columns`]): the engine
+    /// runs the statement again without it, before anything reached the client. Never
+    /// sent to a client as such.
+    #[error("stale: {0}")]
+    Stale(String),
 }
 
 impl ProxyError {
@@ -203,6 +209,12 @@ impl ProxyError {
                 ER_NOT_SUPPORTED_YET,
                 *b"42000",
                 format!("routekey-proxy doesn't yet support {m}").into_bytes(),
+            ),
+            // Only when the statement run again met it again (a table altered twice at once).
+            Self::Stale(m) => (
+                1615,
+                *b"HY000",
+                format!("routekey-proxy: {m} twice in a row; run the statement again").into_bytes(),
             ),
             Self::Internal(m) => (
                 ER_UNKNOWN_ERROR,

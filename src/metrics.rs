@@ -57,6 +57,16 @@ struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlanLabel {
+    plan: &'static str,
+}
+
+/// How a read merged from several shards was asked, as `routekey_merged_reads_total`
+/// labels it: one statement per shard; one per datasource (`sharding.combine_shards`),
+/// its columns held from an earlier run; the same, its columns described as it ran.
+pub const MERGED_READ_PLANS: [&str; 3] = ["per_shard", "combined", "describing"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UserLabel {
     user: String,
 }
@@ -87,6 +97,7 @@ pub struct Metrics {
     fan_out: Histogram,
     probes: Family<ResultLabel, Counter>,
     merge_cap_hits: Counter,
+    merged_reads: Family<PlanLabel, Counter>,
     /// Handles on the series of `statements` and `statement_duration`, by
     /// [`STATEMENT_KINDS`] position (and ok, error): counting takes no lock.
     by_kind: Vec<([Counter; 2], Histogram)>,
@@ -113,8 +124,12 @@ impl Default for Metrics {
             fan_out: Histogram::new(exponential_buckets(1.0, 2.0, 8)),
             probes: Family::default(),
             merge_cap_hits: Counter::default(),
+            merged_reads: Family::default(),
             by_kind: Vec::new(),
         };
+        for plan in MERGED_READ_PLANS {
+            let _ = m.merged_reads.get_or_create(&PlanLabel { plan });
+        }
         for result in PROBE_RESULTS {
             let _ = m.probes.get_or_create(&ResultLabel { result });
         }
@@ -241,6 +256,11 @@ impl Metrics {
         }
     }
 
+    /// A read merged from several shards ran as `plan` (one of [`MERGED_READ_PLANS`]).
+    pub fn count_merged_read(&self, plan: &'static str) {
+        self.merged_reads.get_or_create(&PlanLabel { plan }).inc();
+    }
+
     /// A merge failed at `sharding.merge_row_cap`.
     pub fn count_merge_cap_hit(&self) {
         self.merge_cap_hits.inc();
@@ -260,6 +280,10 @@ impl Metrics {
             rows.push((format!("probes_{result}"), n));
         }
         rows.push(("merge_row_cap_hits".to_owned(), self.merge_cap_hits.get()));
+        for plan in MERGED_READ_PLANS {
+            let n = self.merged_reads.get_or_create(&PlanLabel { plan }).get();
+            rows.push((format!("merged_reads_{plan}"), n));
+        }
         rows
     }
 
@@ -350,6 +374,11 @@ impl Metrics {
             "merge_row_cap_hits",
             "Merges of several shards' results that failed at sharding.merge_row_cap",
             self.merge_cap_hits.clone(),
+        );
+        r.register(
+            "merged_reads",
+            "Reads merged from several shards, by plan: per_shard (a statement per shard), combined (a statement per datasource, sharding.combine_shards), describing (combined, its columns described as it ran)",
+            self.merged_reads.clone(),
         );
         r.register_with_unit(
             "statement_duration",

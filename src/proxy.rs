@@ -34,6 +34,9 @@ pub struct Runtime {
     pub pools: Pools,
     /// Analyses by statement shape (they depend on the configuration's tables).
     pub analyses: AnalysisCache,
+    /// The column definitions of combined scatters' answers, by statement shape and
+    /// session ([`crate::merge::columns`]).
+    pub columns: crate::merge::columns::ColumnCache,
     /// 1 for the configuration loaded at start, then one more per reload.
     pub generation: u64,
     /// The TLS certificate and RSA key clients are offered, read from the files the
@@ -80,6 +83,7 @@ impl Runtime {
             router,
             pools: Pools::rebuild(&config, previous.map(|p| &p.pools)),
             analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
+            columns: crate::merge::columns::ColumnCache::new(config.server.analysis_cache_capacity),
             generation: previous.map_or(1, |p| p.generation + 1),
             config,
         }

@@ -81,6 +81,21 @@ fn table_of(shard: u32) -> String {
     physical(shard).1
 }
 
+/// The shards a row's statement reads: its shard, or (a combined statement) the numbers of
+/// the physical tables it lists.
+fn shards_of(row: &Ex) -> Vec<u32> {
+    match row.shard {
+        Some(n) => vec![n],
+        None => row
+            .physical_table
+            .as_deref()
+            .unwrap_or_default()
+            .split(", ")
+            .map(|t| t.rsplit('_').next().unwrap().parse().unwrap())
+            .collect(),
+    }
+}
+
 /// The datasource name of a shard.
 fn ds_name(shard: u32) -> &'static str {
     ["ds0", "ds1"][datasource_of(shard)]
@@ -380,29 +395,39 @@ async fn scatter_and_unsharded_statements_show_their_shards_and_datasource() {
     let mut c = h.client().await;
     let mut r = reference().await;
     let sql = "SELECT order_id, amount FROM t_order WHERE user_id = 150";
+    // One row per statement sent: until the shape's columns are described (it has not
+    // run yet), the first shard alone, then each datasource's other shards in one.
     let got = explain(&mut c, sql).await;
-    assert_eq!(got.len(), 20);
-    for (n, row) in got.iter().enumerate() {
-        let shard = n as u32;
+    let shards: Vec<Vec<u32>> = got.iter().map(shards_of).collect();
+    assert_eq!(
+        shards,
+        [vec![0], (1..10).collect::<Vec<_>>(), (10..20).collect()]
+    );
+    for row in &got {
+        let first = shards_of(row)[0];
+        let tables: Vec<String> = shards_of(row).into_iter().map(table_of).collect();
         let channel = CHANNELS
             .iter()
-            .find(|ch| (ch.2..ch.2 + 4).contains(&shard))
+            .find(|ch| (ch.2..ch.2 + 4).contains(&first))
             .unwrap()
             .0;
-        let t = table_of(shard);
         assert_eq!(
             row.route(),
             (
                 None,
                 "scatter",
                 None,
-                Some(channel),
-                Some(shard),
-                Some(ds_name(shard)),
-                Some(t.as_str())
+                (row.shard.is_some()).then_some(channel),
+                row.shard,
+                Some(ds_name(first)),
+                Some(tables.join(", ").as_str())
             )
         );
     }
+    // Once run, one statement per datasource.
+    let _ = rows(&mut c, sql).await;
+    let described: Vec<Vec<u32>> = explain(&mut c, sql).await.iter().map(shards_of).collect();
+    assert_eq!(described, [(0..10).collect::<Vec<_>>(), (10..20).collect()]);
     // Each shard's statement, run directly: together the proxy's (and the reference's) answer.
     let mut union = Vec::new();
     for row in &got {
@@ -442,17 +467,19 @@ async fn an_unresolved_id_under_probe_shows_every_shard_and_probes_nothing() {
     let sql = format!("SELECT order_id, note FROM t_order WHERE order_id = {id}");
     let before = counters(&h, &mut c).await;
     for _ in 0..2 {
+        // One row per statement sent (every shard of a datasource in one, the first shard
+        // alone while the shape's columns are not described): together every shard.
         let got = explain(&mut c, &sql).await;
-        let shards: Vec<Option<u32>> = got.iter().map(|r| r.shard).collect();
-        assert_eq!(shards, (0..20).map(Some).collect::<Vec<_>>());
+        let shards: Vec<u32> = got.iter().flat_map(shards_of).collect();
+        assert_eq!(shards, (0..20).collect::<Vec<_>>());
         for row in &got {
             assert_eq!((row.order_id, row.layer.as_str()), (Some(id), "probe"));
-            let t = table_of(row.shard.unwrap());
-            assert_eq!(row.physical_table.as_deref(), Some(t.as_str()));
+            let tables: Vec<String> = shards_of(row).into_iter().map(table_of).collect();
+            assert_eq!(row.physical_table, Some(tables.join(", ")));
             let found = run_on_backend(row).await.len();
             assert_eq!(
                 found,
-                usize::from(row.shard == Some(shard)),
+                usize::from(shards_of(row).contains(&shard)),
                 "{:?}",
                 row.statement
             );
@@ -699,7 +726,14 @@ async fn explain_route_prepared_with_parameters_binds_them() {
         )
         .await
         .unwrap();
-    let shards: Vec<Option<u32>> = got.into_iter().map(|r| Ex::from_row(r).shard).collect();
-    assert_eq!(shards, [Some(16), Some(17), Some(18), Some(19)]);
+    // One row per statement sent: the first shard alone until the shape's columns are
+    // described, then the channel's other shards (all on ds1) in one.
+    let got: Vec<Ex> = got.into_iter().map(Ex::from_row).collect();
+    let shards: Vec<Vec<u32>> = got.iter().map(shards_of).collect();
+    assert_eq!(shards, [vec![16], vec![17, 18, 19]]);
+    assert!(
+        got.iter()
+            .all(|r| r.channel.as_deref() == Some("CORP_CHANNEL"))
+    );
     h.stop().await;
 }

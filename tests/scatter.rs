@@ -48,12 +48,19 @@ async fn refused(c: &mut Conn, sql: &str, part: &str) {
     assert!(message.contains(part), "{sql}: {message:?} lacks {part:?}");
 }
 
-/// The shards of EXPLAIN ROUTE's rows, in order.
+/// The shards of EXPLAIN ROUTE's rows, in order: a row's shard, or the numbers of the
+/// physical tables a combined statement lists.
 async fn explained_shards(c: &mut Conn, sql: &str) -> Vec<u32> {
     rows(c, &format!("EXPLAIN ROUTE {sql}"))
         .await
         .iter()
-        .map(|r| show(&r[4]).parse().unwrap())
+        .flat_map(|r| match r[4] {
+            mysql_async::Value::NULL => show(&r[6])
+                .split(", ")
+                .map(|t| t.rsplit('_').next().unwrap().parse().unwrap())
+                .collect(),
+            _ => vec![show(&r[4]).parse().unwrap()],
+        })
         .collect()
 }
 
@@ -561,10 +568,12 @@ fn open_connections(h: &Harness) -> (u32, u32) {
     (open("ds0"), open("ds1"))
 }
 
-/// Connections a 20-shard scatter opens in a fresh proxy with `max_fan_out`.
-async fn connections_of_one_scatter(max_fan_out: Option<u32>) -> (u32, u32) {
+/// Connections a 20-shard scatter opens in a fresh proxy with `max_fan_out`, its shards
+/// combined (a statement per datasource) or not.
+async fn connections_of_one_scatter(max_fan_out: Option<u32>, combine: bool) -> (u32, u32) {
     let mut config = config();
     config.sharding.max_fan_out = max_fan_out;
+    config.sharding.combine_shards = combine;
     let h = Harness::start_with(config).await;
     let mut c = h.client().await;
     let mut r = reference().await;
@@ -585,17 +594,23 @@ async fn connections_of_one_scatter(max_fan_out: Option<u32>) -> (u32, u32) {
 
 #[tokio::test]
 async fn max_fan_out_bounds_the_backend_connections_of_one_scatter() {
-    // Unbounded: one connection per shard (10 shards on each server).
-    assert_eq!(connections_of_one_scatter(None).await, (10, 10));
-    assert_eq!(connections_of_one_scatter(Some(4)).await, (2, 2));
-    assert_eq!(connections_of_one_scatter(Some(2)).await, (1, 1));
+    // A statement per shard, unbounded: one connection per shard (10 on each server).
+    assert_eq!(connections_of_one_scatter(None, false).await, (10, 10));
+    assert_eq!(connections_of_one_scatter(Some(4), false).await, (2, 2));
+    assert_eq!(connections_of_one_scatter(Some(2), false).await, (1, 1));
+    // Combined: a statement per datasource, and on ds0 the first shard's alone while the
+    // statements' columns are described (their first run).
+    assert_eq!(connections_of_one_scatter(None, true).await, (2, 1));
+    assert_eq!(connections_of_one_scatter(Some(2), true).await, (1, 1));
 }
 
 #[tokio::test]
 async fn a_scatter_over_more_shards_than_its_pool_opens_takes_turns_on_its_connections() {
     // ds0 holds ten shards and may open three connections: one connection per shard at
     // once would wait for the ones the scatter holds itself, until the checkout timeout.
+    // (A statement per shard: combined, the scatter needs two connections there.)
     let mut config = config();
+    config.sharding.combine_shards = false;
     config.datasources[0].pool_size = 3;
     config.datasources[0].checkout_timeout = std::time::Duration::from_secs(2);
     let h = Harness::start_with(config).await;
@@ -784,15 +799,20 @@ async fn sql_select_limit_cuts_the_merged_answer_not_each_shards_part() {
     let plain = format!("SELECT order_id FROM t_order WHERE {SEEDED}");
     assert_eq!(rows(&mut c, &plain).await.len(), 3);
     // The shards get an explicit LIMIT, which the server obeys in place of the session's.
-    let mut shard_sql: Vec<String> = c
+    let shard_sql: Vec<String> = c
         .query_map(format!("EXPLAIN ROUTE {plain}"), |row: mysql_async::Row| {
             row.get::<String, _>("statement").unwrap()
         })
         .await
         .unwrap();
-    shard_sql.dedup_by(|a, b| a.ends_with("LIMIT 3") == b.ends_with("LIMIT 3"));
-    assert_eq!(shard_sql.len(), 1, "{shard_sql:?}");
-    assert!(shard_sql[0].ends_with("LIMIT 3"), "{shard_sql:?}");
+    // Combined, every shard's select gets it inside the union, and the union itself an
+    // explicit LIMIT that keeps the session's from cutting it as a whole.
+    assert!(!shard_sql.is_empty());
+    for sql in &shard_sql {
+        let shards = sql.matches(" UNION ALL (").count() + 1;
+        assert_eq!(sql.matches("LIMIT 3\n)").count(), shards, "{sql}");
+        assert!(sql.ends_with(") LIMIT 18446744073709551615"), "{sql}");
+    }
     // SHOW TABLE STATUS is cut as MariaDB cuts it; 0 and DEFAULT round-trip.
     exec(&mut c, "SET SESSION sql_select_limit = 1").await;
     let status: Vec<mysql_async::Row> = c.query("SHOW TABLE STATUS").await.unwrap();

@@ -453,6 +453,11 @@ pub struct Sharding {
     /// Connections one statement holds at most (`None`, the default: one per shard it
     /// reaches); at least the number of datasources holding shards.
     pub max_fan_out: Option<u32>,
+    /// A scatter read asks the shards of one datasource in one statement, their selects
+    /// joined with `UNION ALL` (default `true`; `false`: one statement per shard). Which
+    /// statements combine is `plan::scatter`'s rule (docs/dba.md, "One statement per
+    /// datasource").
+    pub combine_shards: bool,
 }
 
 /// Where one shard lives.

@@ -334,6 +334,12 @@ pub struct RawSharding {
     #[serde(default = "default_merge_row_cap")]
     pub merge_row_cap: Spanned<u64>,
     pub max_fan_out: Option<Spanned<u32>>,
+    #[serde(default = "default_true")]
+    pub combine_shards: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_merge_row_cap() -> Spanned<u64> {

@@ -5,7 +5,7 @@
 //! The hidden columns the merge needed are dropped from every row. A shard that fails
 //! fails the statement: no partial answer is ever completed.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use bytes::BytesMut;
 
@@ -13,6 +13,7 @@ use super::outcome::Outcome;
 use crate::backend::Reply;
 use crate::error::ProxyError;
 use crate::execute::Results;
+use crate::merge::columns::{ColumnCache, DescribedColumns, fingerprint};
 use crate::merge::group::Groups;
 use crate::merge::keys::{Key, MergeError, Row};
 use crate::merge::{MergeSpec, SortKey};
@@ -28,6 +29,9 @@ fn merge_error(e: MergeError) -> ProxyError {
         ProxyError::not_yet(what)
     }
 }
+
+/// A shard row with its ORDER BY keys.
+type Keyed = (BytesMut, Vec<Key>);
 
 /// OFFSET and LIMIT over the merged rows.
 struct Cut {
@@ -91,7 +95,8 @@ impl Shape {
     }
 }
 
-/// Writes the merged result of a running plan (all but its final terminator).
+/// Writes the merged result of a running plan (all but its final terminator). `columns`
+/// keeps the descriptions of combined reads ([`crate::plan::Combined`]).
 pub(super) async fn merged(
     client: &mut Client,
     results: &mut Results<'_, '_>,
@@ -99,12 +104,30 @@ pub(super) async fn merged(
     spec: &MergeSpec,
     binary: bool,
     status: u16,
+    columns: &ColumnCache,
 ) -> Result<Outcome, ProxyError> {
     let sorted = !spec.order.is_empty() && spec.grouping.is_none();
     if sorted {
         results.buffer_shared_lanes(spec.row_cap).await?;
     }
-    let (defs, columns_status) = result_set(results.reply(0).await?)?;
+    let (first, columns_status) = result_set(results.reply(0).await?)?;
+    let mut opened = vec![false; plan.steps.len()];
+    opened[0] = true;
+    let mut counts = vec![first.len()];
+    let mut describing = None;
+    let defs = match plan.combined.as_deref() {
+        None => first,
+        Some(combined) => match &combined.columns {
+            Some(known) => held(results, plan, known, first, &mut opened, &mut counts).await?,
+            // Step 0 describes the answer's columns; they are kept once the first combined
+            // step's own definitions are read (`Describing::note`).
+            None => {
+                describing = Describing::new(plan, combined.key, &first);
+                first
+            }
+        },
+    };
+    let names = plan.steps[0].names.as_ref();
     let metas = defs
         .iter()
         .map(|d| ColumnMeta::parse(d))
@@ -114,6 +137,12 @@ pub(super) async fn merged(
         return Err(ProxyError::Internal(
             "fewer columns than the merge added".into(),
         ));
+    }
+    if let Some(n) = counts.iter().find(|n| **n != metas.len()) {
+        return Err(ProxyError::Internal(format!(
+            "shards returned different column counts ({} and {n})",
+            metas.len()
+        )));
     }
     let shape = Shape {
         visible: metas.len() - spec.hidden,
@@ -128,10 +157,16 @@ pub(super) async fn merged(
     // the same definition, as the one table would be planned.
     client.send_columns(
         &defs[..shape.visible],
-        plan.steps[0].names.as_ref(),
+        names,
         crate::protocol::status::relayed(status, columns_status),
     )?;
     let count_all = results.counts_found_rows() && spec.distinct.is_some();
+    // A combined step's rows come as its shards' sorted runs one after another.
+    let unsorted_runs = plan
+        .steps
+        .iter()
+        .map(|s| plan.combined.is_some() && s.shards.len() > 1)
+        .collect();
     let mut m = Merger {
         client,
         results,
@@ -149,6 +184,12 @@ pub(super) async fn merged(
         steps: plan.steps.len(),
         found: 0,
         count_all,
+        opened,
+        unsorted_runs,
+        runs: vec![None; plan.steps.len()],
+        held: 0,
+        describing,
+        columns,
     };
     if sorted {
         for step in 1..m.steps {
@@ -166,6 +207,76 @@ pub(super) async fn merged(
         m.results.found_rows = m.found;
     }
     m.finish()
+}
+
+/// The held column definitions of a combined read's answer, when the first combined
+/// step describes its own as it did when they were described (else
+/// [`ProxyError::Stale`]: the plan runs again, describing). `first` is step 0's; the
+/// steps read up to the first combined one are marked `opened`, their column counts noted
+/// in `counts`.
+async fn held(
+    results: &mut Results<'_, '_>,
+    plan: &Plan,
+    known: &DescribedColumns,
+    first: Vec<BytesMut>,
+    opened: &mut [bool],
+    counts: &mut Vec<usize>,
+) -> Result<Vec<BytesMut>, ProxyError> {
+    let Some(union) = plan.steps.iter().position(|s| s.shards.len() > 1) else {
+        return Err(ProxyError::Internal(
+            "a combined read without a combined step".into(),
+        ));
+    };
+    let mut union_defs = first;
+    for (step, opened) in opened.iter_mut().enumerate().take(union + 1).skip(1) {
+        let (defs, _) = result_set(results.reply(step).await?)?;
+        *opened = true;
+        counts.push(defs.len());
+        union_defs = defs;
+    }
+    if fingerprint(&union_defs) == known.fingerprint {
+        Ok(known.definitions.clone())
+    } else {
+        Err(ProxyError::Stale(
+            "a combined read's columns are no longer described as they were kept".into(),
+        ))
+    }
+}
+
+/// A combined read that describes its columns as it runs: step 0's definitions are kept
+/// with the fingerprint of the first combined step's, once that step is opened.
+struct Describing {
+    key: u64,
+    definitions: Vec<BytesMut>,
+    /// The first combined step.
+    step: usize,
+}
+
+impl Describing {
+    /// `None` when no step is combined (nothing to fingerprint: nothing is kept).
+    fn new(plan: &Plan, key: u64, definitions: &[BytesMut]) -> Option<Self> {
+        let step = plan.steps.iter().position(|s| s.shards.len() > 1)?;
+        Some(Self {
+            key,
+            definitions: definitions.to_vec(),
+            step,
+        })
+    }
+
+    /// A step's definitions were read: at the first combined step, the description is
+    /// kept.
+    fn note(this: &mut Option<Self>, step: usize, defs: &[BytesMut], columns: &ColumnCache) {
+        if this.as_ref().is_some_and(|d| d.step == step) {
+            let d = this.take().expect("checked");
+            columns.insert(
+                d.key,
+                DescribedColumns {
+                    definitions: d.definitions,
+                    fingerprint: fingerprint(defs),
+                },
+            );
+        }
+    }
 }
 
 /// A result set's column definitions and the status flags of the EOF after them.
@@ -191,18 +302,25 @@ struct Merger<'a, 'r, 'c, 'p> {
     found: u64,
     /// Go on merging (and counting) past LIMIT: `SQL_CALC_FOUND_ROWS` with DISTINCT.
     count_all: bool,
+    /// Steps whose column definitions were read.
+    opened: Vec<bool>,
+    /// Steps whose rows are several shards' sorted runs one after another (combined).
+    unsorted_runs: Vec<bool>,
+    /// Such a step's rows, read whole and sorted, with their ORDER BY keys.
+    runs: Vec<Option<VecDeque<Keyed>>>,
+    /// Rows held in `runs` (bounded by the row cap).
+    held: u64,
+    /// The description to keep, when the read describes its columns as it runs.
+    describing: Option<Describing>,
+    columns: &'a ColumnCache,
 }
 
 impl Merger<'_, '_, '_, '_> {
     /// Reads a later step's column definitions: the same number of columns as the first.
     async fn open(&mut self, step: usize) -> Result<(), ProxyError> {
-        let (defs, _) = result_set(self.results.reply(step).await?)?;
-        if defs.len() != self.shape.metas.len() {
-            return Err(ProxyError::Internal(format!(
-                "shards returned different column counts ({} and {})",
-                self.shape.metas.len(),
-                defs.len()
-            )));
+        let expected = self.shape.metas.len();
+        if let Some(defs) = open(self.results, &mut self.opened, step, expected).await? {
+            Describing::note(&mut self.describing, step, &defs, self.columns);
         }
         Ok(())
     }
@@ -241,6 +359,10 @@ impl Merger<'_, '_, '_, '_> {
 
     /// Reads what is left of a step (after LIMIT was reached), so its connection is clean.
     async fn drain(&mut self, step: usize) -> Result<(), ProxyError> {
+        if self.runs[step].is_some() {
+            // Read whole already.
+            return Ok(());
+        }
         while self.results.next_row(step).await?.is_some() {}
         Ok(())
     }
@@ -248,9 +370,7 @@ impl Merger<'_, '_, '_, '_> {
     /// Steps one after another (DISTINCT and LIMIT without ORDER BY).
     async fn concatenated(&mut self) -> Result<(), ProxyError> {
         for step in 0..self.steps {
-            if step > 0 {
-                self.open(step).await?;
-            }
+            self.open(step).await?;
             while let Some(row) = self.results.next_row(step).await? {
                 if self.cut.done() && !self.count_all {
                     continue;
@@ -298,9 +418,38 @@ impl Merger<'_, '_, '_, '_> {
 
     /// The next row of a step with its ORDER BY keys.
     async fn head(&mut self, step: usize) -> Result<Option<(BytesMut, Vec<Key>)>, ProxyError> {
+        if self.unsorted_runs[step] {
+            if self.runs[step].is_none() {
+                self.sort_runs(step).await?;
+            }
+            return Ok(self.runs[step].as_mut().and_then(VecDeque::pop_front));
+        }
         let Some(row) = self.results.next_row(step).await? else {
             return Ok(None);
         };
+        self.keyed(row).map(Some)
+    }
+
+    /// Reads a combined step's rows whole (each shard's sorted run, cut at its
+    /// `LIMIT offset + count`) and sorts them by the ORDER BY keys as the merge compares
+    /// them; equal rows keep the order they came in.
+    async fn sort_runs(&mut self, step: usize) -> Result<(), ProxyError> {
+        let mut rows = Vec::new();
+        while let Some(row) = self.results.next_row(step).await? {
+            self.held += 1;
+            if self.held > self.spec.row_cap {
+                return Err(crate::execute::results::row_cap_error(self.spec.row_cap));
+            }
+            rows.push(self.keyed(row)?);
+        }
+        let order = &self.spec.order;
+        rows.sort_by(|a, b| compare(&a.1, &b.1, order));
+        self.runs[step] = Some(rows.into());
+        Ok(())
+    }
+
+    /// A row with its ORDER BY keys.
+    fn keyed(&self, row: BytesMut) -> Result<(BytesMut, Vec<Key>), ProxyError> {
         let keys = {
             let r = Row::split(
                 &row,
@@ -316,7 +465,7 @@ impl Merger<'_, '_, '_, '_> {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(merge_error)?
         };
-        Ok(Some((row, keys)))
+        Ok((row, keys))
     }
 
     /// Partial groups of every step combined, then HAVING, ORDER BY, OFFSET and LIMIT.
@@ -330,13 +479,9 @@ impl Merger<'_, '_, '_, '_> {
             self.spec.row_cap,
         );
         for step in 0..self.steps {
-            if step > 0 {
-                let (defs, _) = result_set(self.results.reply(step).await?)?;
-                if defs.len() != self.shape.metas.len() {
-                    return Err(ProxyError::Internal(
-                        "shards returned different column counts".into(),
-                    ));
-                }
+            let expected = self.shape.metas.len();
+            if let Some(defs) = open(self.results, &mut self.opened, step, expected).await? {
+                Describing::note(&mut self.describing, step, &defs, self.columns);
             }
             while let Some(row) = self.results.next_row(step).await? {
                 groups.add(&row).map_err(merge_error)?;
@@ -366,6 +511,27 @@ impl Merger<'_, '_, '_, '_> {
         }
         Ok(self.out)
     }
+}
+
+/// Reads a step's column definitions, once (`None` when read before): as many columns as
+/// `expected`.
+async fn open(
+    results: &mut Results<'_, '_>,
+    opened: &mut [bool],
+    step: usize,
+    expected: usize,
+) -> Result<Option<Vec<BytesMut>>, ProxyError> {
+    if std::mem::replace(&mut opened[step], true) {
+        return Ok(None);
+    }
+    let (defs, _) = result_set(results.reply(step).await?)?;
+    if defs.len() != expected {
+        return Err(ProxyError::Internal(format!(
+            "shards returned different column counts ({expected} and {})",
+            defs.len()
+        )));
+    }
+    Ok(Some(defs))
 }
 
 /// Orders two rows by their keys.

@@ -8,6 +8,7 @@ use super::outcome::Outcome;
 use crate::backend::Reply;
 use crate::error::ProxyError;
 use crate::execute::Results;
+use crate::merge::columns::ColumnCache;
 use crate::plan::Plan;
 use crate::protocol::status;
 use crate::wire::client::Client;
@@ -16,16 +17,20 @@ use crate::wire::client::Client;
 /// read whole first: the proxy's memory for a result does not grow with its rows' size.
 pub(super) const LARGE_ROW: usize = 256 * 1024;
 
-/// Writes the result of a running plan (all but its final terminator).
+/// Writes the result of a running plan (all but its final terminator); `columns` keeps
+/// the descriptions of combined reads.
 pub(super) async fn respond(
     client: &mut Client,
     results: &mut Results<'_, '_>,
     plan: &Plan,
     binary: bool,
     status: u16,
+    columns: &ColumnCache,
 ) -> Result<Outcome, ProxyError> {
     match plan.execution.merge() {
-        Some(spec) => super::gather::merged(client, results, plan, spec, binary, status).await,
+        Some(spec) => {
+            super::gather::merged(client, results, plan, spec, binary, status, columns).await
+        }
         None => relay(client, results, plan, status).await,
     }
 }

@@ -58,6 +58,10 @@ impl Session {
                 ));
             }
         }
+        if s.analysis.verb == Verb::Ddl {
+            // A table's definition may change: combined reads describe their columns again.
+            self.rt.columns.clear();
+        }
         if s.analysis.verb == Verb::Ddl && self.in_transaction() {
             // DDL commits the open transaction first, as MySQL does.
             self.txn.end(b"COMMIT").await?;
@@ -136,7 +140,21 @@ impl Session {
         match &plan.execution {
             Execution::Atomic => self.run_atomic(client, plan, binding, extras, more).await,
             Execution::Relay | Execution::Merge(_) | Execution::Probe { .. } => {
-                self.run_bounded(client, plan, binding, extras, more).await
+                let ran = self.run_bounded(client, plan, binding, extras, more).await;
+                match (ran, &plan.combined) {
+                    (Err(ProxyError::Stale(why)), Some(combined)) => {
+                        // The held column description no longer fits (a table changed
+                        // outside the proxy); nothing reached the client: run the read
+                        // again, described.
+                        tracing::debug!(why, "a combined read runs again, described");
+                        self.rt.columns.forget(combined.key);
+                        self.txn.release_idle();
+                        let described = plan.describing();
+                        self.run_bounded(client, &described, binding, extras, more)
+                            .await
+                    }
+                    (ran, _) => ran,
+                }
             }
         }
     }
@@ -224,15 +242,23 @@ impl Session {
         let status = self.final_status(more);
         extras.autocommit = self.state.autocommit;
         let handle = self.handle.clone();
-        let config = self.rt.config.clone();
+        let rt = self.rt.clone();
+        let config = rt.config.clone();
         let (txn, wants) = self.parts();
         let mut results = Results::start(plan, txn, &wants, binding, extras, parallel).await?;
         handle.set_running(Some(crate::session_registry::Running {
             config,
             threads: results.threads(),
         }));
-        let respond =
-            super::respond::respond(client, &mut results, plan, binding.is_some(), status).await;
+        let respond = super::respond::respond(
+            client,
+            &mut results,
+            plan,
+            binding.is_some(),
+            status,
+            &rt.columns,
+        )
+        .await;
         handle.set_running(None);
         if respond.is_err() {
             results.settle().await;
@@ -325,6 +351,14 @@ impl Session {
         } else {
             1
         };
+        if plan.execution.merge().is_some() && plan.steps.len() > 1 {
+            let how = match &plan.combined {
+                None => "per_shard",
+                Some(c) if plan.steps == c.describing => "describing",
+                Some(_) => "combined",
+            };
+            self.proxy.metrics.count_merged_read(how);
+        }
         if reached > 1 && plan.execution != Execution::Atomic {
             let user = (plan.kind == PlanKind::Scatter).then_some(self.user.as_str());
             self.proxy.metrics.count_fan_out(user, reached);
@@ -391,6 +425,8 @@ impl Session {
         for step in &plan.steps {
             for &shard in &step.shards {
                 match by_ds.iter_mut().find(|(d, _)| *d == step.datasource) {
+                    // A combined read's describing statement names its first shard again.
+                    Some((_, v)) if v.contains(&shard) => {}
                     Some((_, v)) => v.push(shard),
                     None => by_ds.push((step.datasource, vec![shard])),
                 }

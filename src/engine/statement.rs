@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::session::Session;
 use crate::error::ProxyError;
 use crate::execute::Target;
+use crate::merge::columns::ColumnCache;
 use crate::plan::{Inputs, Plan, ScatterPolicy, Text};
 use crate::protocol::binary::ParamValue;
 use crate::protocol::status::MoreResults;
@@ -231,7 +232,32 @@ impl Session {
                 self.txn.check_write(first.datasource, &self.rt.config)?;
             }
         }
+        if let Some(c) = &mut plan.combined {
+            // A combined read's column definitions, when held; else its describing
+            // statement runs first.
+            c.key = ColumnCache::key(c.shape, self.description_scope());
+            c.columns = self.rt.columns.get(c.key);
+            if c.columns.is_none() {
+                plan.steps.clone_from(&c.describing);
+            }
+        }
         Ok(plan)
+    }
+
+    /// What of the session decides how a statement's columns are described: its current
+    /// database, `USER()`, and its variables but the user variables (a statement that
+    /// reads one is never combined) and `last_insert_id` (read as a literal of fixed type).
+    fn description_scope(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = crate::merge::columns::fixed_hasher();
+        self.state.database.hash(&mut h);
+        self.user_at_host.hash(&mut h);
+        for (name, value) in self.state.vars.iter() {
+            if !name.starts_with('@') && name != "last_insert_id" {
+                (name, value).hash(&mut h);
+            }
+        }
+        h.finish()
     }
 
     /// What analysis needs of the session.

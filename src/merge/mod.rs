@@ -7,6 +7,7 @@
 //! decodes raw values to compare and aggregate and encodes computed ones, and [`decimal`]
 //! is exact DECIMAL arithmetic.
 
+pub mod columns;
 pub mod decimal;
 pub mod expr;
 pub mod group;

@@ -1,7 +1,9 @@
 //! `EXPLAIN ROUTE <statement>` (SPEC §8): the plan as rows, without running it. One row
 //! per order id and shard: the layer that placed it, why its route key did not decode,
 //! its channel, shard, datasource and physical table, and exactly the statement that shard
-//! would receive.
+//! would receive. A combined read ([`super::Combined`]) shows one row per statement sent
+//! instead: each datasource's, with the physical tables of the shards it asks, and, when
+//! its columns are not yet described, the describing statement first (layer `describe`).
 
 use super::{Plan, PlanKind};
 use crate::config::Config;
@@ -43,6 +45,9 @@ pub struct ExplainRow {
 
 /// The rows of a plan.
 pub fn rows(plan: &Plan, config: &Config) -> Vec<ExplainRow> {
+    if plan.combined.is_some() {
+        return statement_rows(plan, config);
+    }
     let primary_table = plan.table.map(|t| usize::from(t.0));
     plan.ids
         .iter()
@@ -75,6 +80,65 @@ pub fn rows(plan: &Plan, config: &Config) -> Vec<ExplainRow> {
                 // The text after `EXPLAIN ROUTE` starts with the space that followed it;
                 // the statement run on its own would not.
                 statement: step.map(|s| s.statement.sql.trim_ascii_start().to_vec()),
+            }
+        })
+        .collect()
+}
+
+/// One row per statement of a combined read: its shards' layer, their order id and
+/// channel when they share one, its shard when it asks one, the physical tables it reads.
+fn statement_rows(plan: &Plan, config: &Config) -> Vec<ExplainRow> {
+    let table = plan.table.map(|t| usize::from(t.0));
+    let describing = plan
+        .combined
+        .as_ref()
+        .is_some_and(|c| c.describe_only && c.columns.is_none() && plan.steps == c.describing);
+    plan.steps
+        .iter()
+        .enumerate()
+        .map(|(n, step)| {
+            let ids: Vec<_> = plan
+                .ids
+                .iter()
+                .filter(|i| i.shard.is_some_and(|s| step.shards.contains(&s)))
+                .collect();
+            let shared = |f: &dyn Fn(&super::IdRoute) -> Option<u64>| {
+                let first = ids.first().and_then(|i| f(i));
+                ids.iter().all(|i| f(i) == first).then_some(first).flatten()
+            };
+            let channel = shared(&|i| i.channel.map(|c| u64::from(c.0)));
+            let physical: Vec<String> = match table {
+                Some(t) => step
+                    .shards
+                    .iter()
+                    .map(|&n| {
+                        let s = &config.sharding.shards[n as usize];
+                        format!("{}.{}", s.database, s.tables[t])
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            ExplainRow {
+                order_id: shared(&|i| i.order_id),
+                layer: if describing && n == 0 {
+                    "describe"
+                } else {
+                    ids.first().map_or("scatter", |i| i.layer.label())
+                },
+                decode_failure: None,
+                channel: channel.map(|c| {
+                    config
+                        .channel(crate::config::ChannelId(c as u8))
+                        .name
+                        .clone()
+                }),
+                shard: match step.shards[..] {
+                    [one] => Some(one),
+                    _ => None,
+                },
+                datasource: Some(config.datasource(step.datasource).name.clone()),
+                physical_table: (!physical.is_empty()).then(|| physical.join(", ")),
+                statement: Some(step.statement.sql.trim_ascii_start().to_vec()),
             }
         })
         .collect()

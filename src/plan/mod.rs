@@ -10,6 +10,7 @@
 //! runs ([`explain`]).
 
 mod build;
+pub mod combine;
 pub mod explain;
 mod model;
 mod planner;
@@ -20,5 +21,5 @@ mod tests;
 
 pub use build::{Refused, insert_channels, plan, refusal};
 pub use model::{
-    Execution, IdRoute, Inputs, Plan, PlanKind, RouteLayer, ScatterPolicy, Step, Text,
+    Combined, Execution, IdRoute, Inputs, Plan, PlanKind, RouteLayer, ScatterPolicy, Step, Text,
 };

@@ -162,6 +162,50 @@ pub struct Plan {
     /// The statement's first binding table (its physical names in EXPLAIN ROUTE; where a
     /// probe looks).
     pub table: Option<TableId>,
+    /// A merged read whose shards of one datasource are asked in one statement
+    /// (`sharding.combine_shards`): how its answer's columns are described.
+    pub combined: Option<Box<Combined>>,
+}
+
+/// A merged read that asks the shards of each datasource in one statement, their selects
+/// joined with `UNION ALL` (a step per datasource, [`Step::shards`] listing them). A UNION
+/// describes its columns without their tables and key flags, so the answer's column
+/// definitions come from a statement of one shard, as the per-shard plan would send it:
+/// until the engine holds them ([`crate::merge::columns`]), the plan runs as `describing`.
+#[derive(Debug, Clone)]
+pub struct Combined {
+    /// The statement's part of the key its description is kept under: the text with the
+    /// literals after the select list masked, the prefix, the shards and the protocol.
+    pub shape: u64,
+    /// The steps that describe the answer's columns as one table would (names, types,
+    /// flags, tables) while they run: step 0 is the first shard's statement, alone, and
+    /// its datasource's other shards are combined apart. When the merge computes some
+    /// select items, step 0 is that statement with `LIMIT 0` (no row evaluated) and every
+    /// shard is combined as in the plan's steps.
+    pub describing: Vec<Step>,
+    /// Step 0 of `describing` returns no row (`LIMIT 0`).
+    pub describe_only: bool,
+    /// The key the engine keeps the description under (shape and session).
+    pub key: u64,
+    /// The answer's column definitions when the engine holds them: the plan's steps run,
+    /// and a combined step whose own definitions differ from those seen when they were
+    /// described makes the plan run again as `describing` ([`ProxyError::Stale`]).
+    ///
+    /// [`ProxyError::Stale`]: crate::error::ProxyError::Stale
+    pub columns: Option<std::sync::Arc<crate::merge::columns::DescribedColumns>>,
+}
+
+impl Plan {
+    /// The plan that describes its columns as it runs (a combined read whose columns are
+    /// not known, or no longer): its steps are [`Combined::describing`].
+    pub fn describing(&self) -> Plan {
+        let mut plan = self.clone();
+        if let Some(c) = &mut plan.combined {
+            c.columns = None;
+            plan.steps.clone_from(&c.describing);
+        }
+        plan
+    }
 }
 
 impl Plan {
@@ -203,6 +247,7 @@ impl Plan {
             execution: Execution::Relay,
             effects: Effects::default(),
             table: None,
+            combined: None,
         }
     }
 }

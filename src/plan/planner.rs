@@ -148,6 +148,7 @@ impl<I: IndexTable> Planner<'_, '_, I> {
             index_writes,
             write,
             execution: Execution::Relay,
+            combined: None,
             effects: std::mem::take(self.fx),
             table: Some(self.sharded.primary_table),
         }

@@ -3,6 +3,7 @@
 //! with the columns and clauses its merge needs ([`crate::sql::MultiShard`]); a write
 //! without an order id runs on every shard it reaches, on one datasource, atomically.
 
+use super::combine;
 use super::model::{Execution, IdRoute, Plan, PlanKind, RouteLayer, Step};
 use super::planner::{Planner, statement, with_prefix};
 use crate::config::{ChannelId, Config, DatasourceId};
@@ -160,19 +161,65 @@ pub(super) fn plan_merge<I: IndexTable>(
     }
     let mut merge = multi.merge.clone();
     let pushed = bind_limit(&p, multi, &mut merge)?;
-    let mut steps: Vec<Step> = shards
-        .iter()
-        .map(|&s| multi_step(&p, s, multi, pushed, true))
-        .collect();
-    if !multi.computed.is_empty() {
-        // The shards' rows carry NULL for what the merge computes; the first statement
-        // only describes the columns, as the server types them (`LIMIT 0`: no row is
-        // evaluated).
-        steps.insert(0, multi_step(&p, shards[0], multi, Some(0), false));
-    }
+    let combined = match combine::declined(&p, kind, multi, &merge, pushed, &shards) {
+        Some(why) => {
+            tracing::trace!(why, "a merged read runs one statement per shard");
+            None
+        }
+        None => combined_steps(&p, multi, pushed, &shards),
+    };
+    let (steps, combined) = match combined {
+        Some((steps, combined)) => (steps, Some(combined)),
+        None => {
+            let mut steps: Vec<Step> = shards
+                .iter()
+                .map(|&s| multi_step(&p, s, multi, pushed, true, true))
+                .collect();
+            if !multi.computed.is_empty() {
+                // The shards' rows carry NULL for what the merge computes; the first
+                // statement only describes the columns, as the server types them
+                // (`LIMIT 0`: no row is evaluated).
+                steps.insert(0, multi_step(&p, shards[0], multi, Some(0), false, true));
+            }
+            (steps, None)
+        }
+    };
     let mut plan = p.finish(kind, steps, Vec::new());
     plan.execution = Execution::Merge(Box::new(merge));
+    plan.combined = combined;
     Ok(plan)
+}
+
+/// The steps of a read whose shards of one datasource are asked in one statement
+/// ([`combine`]), and how it describes its columns; `None` when a combined statement would
+/// be too long.
+fn combined_steps<I: IndexTable>(
+    p: &Planner<'_, '_, I>,
+    multi: &MultiShard,
+    pushed: Option<u64>,
+    shards: &[u32],
+) -> Option<(Vec<Step>, Box<super::model::Combined>)> {
+    let prefix = p.inputs.text.prefix;
+    let bodies: Vec<Step> = shards
+        .iter()
+        .map(|&s| multi_step(p, s, multi, pushed, true, false))
+        .collect();
+    let steps = combine::combine(prefix, bodies.clone())?;
+    let describe_only = !multi.computed.is_empty();
+    let describing = if describe_only {
+        // The computed items' types: the first shard's statement with them, `LIMIT 0`.
+        let mut describing = vec![multi_step(p, shards[0], multi, Some(0), false, true)];
+        describing.extend(steps.iter().cloned());
+        describing
+    } else {
+        // The first shard alone, as the per-shard plan sends it: its result's columns are
+        // the answer's, and its rows part of it.
+        let mut describing = vec![multi_step(p, shards[0], multi, pushed, true, true)];
+        describing.extend(combine::combine(prefix, bodies[1..].to_vec())?);
+        describing
+    };
+    let shape = combine::shape(p, multi, shards);
+    Some((steps, combine::combined(describing, describe_only, shape)))
 }
 
 /// Order ids nothing resolves, looked for on every shard of the table: the statement runs
@@ -267,13 +314,15 @@ fn bind_limit<I: IndexTable>(
 
 /// One shard's statement of a multi-shard read: the shard's names, the hidden columns
 /// before `FROM`, the removed clauses, and `LIMIT offset + count` when pushed down; with
-/// `blank_computed`, `NULL` for the select items the merge computes.
+/// `blank_computed`, `NULL` for the select items the merge computes; with `prefixed`, after
+/// the statement's prefix (`SET STATEMENT ... FOR `; a combined statement carries it once).
 fn multi_step<I: IndexTable>(
     p: &Planner<'_, '_, I>,
     shard: u32,
     multi: &MultiShard,
     pushed_limit: Option<u64>,
     blank_computed: bool,
+    prefixed: bool,
 ) -> Step {
     let inputs = p.inputs;
     let config = p.config();
@@ -336,7 +385,11 @@ fn multi_step<I: IndexTable>(
         }
         _ => vec![Segment::Original(0..st.sql.len())],
     };
-    let segments = with_prefix(inputs, body);
+    let segments = if prefixed {
+        with_prefix(inputs, body)
+    } else {
+        body
+    };
     Step {
         datasource: s.datasource,
         shards: vec![shard],

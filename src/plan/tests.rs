@@ -49,6 +49,15 @@ fn router() -> Router<MemoryIndex> {
     Router::new(Arc::new(config), MemoryIndex::default())
 }
 
+/// The demo's configuration with one statement per shard (`combine_shards = false`).
+fn per_shard_router() -> Router<MemoryIndex> {
+    let toml = include_str!("../../config/demo.toml")
+        .replace("[sharding]\n", "[sharding]\ncombine_shards = false\n");
+    let config = Config::from_toml(&toml, "demo.toml").unwrap();
+    assert!(!config.sharding.combine_shards);
+    Router::new(Arc::new(config), MemoryIndex::default())
+}
+
 /// A route-key id of `code` minted at `NOW - 1 day`, with the given sequence.
 fn new_id(code: u64, seq: u64) -> u64 {
     IdLayout::default()
@@ -414,7 +423,7 @@ fn statements(plan: &Plan) -> Vec<String> {
 
 #[tokio::test]
 async fn reads_without_an_order_id_scatter_over_every_shard_or_one_channel() {
-    let r = router();
+    let r = per_shard_router();
     let plan = plan_only(&r, "SELECT COUNT(*) FROM t_order WHERE user_id = 7")
         .await
         .unwrap();
@@ -595,12 +604,28 @@ async fn explain_rows_name_each_layer() {
     let scatter = plan_only(&r, "SELECT COUNT(*) FROM t_order_item")
         .await
         .unwrap();
+    // One row per statement sent: a datasource's, with the tables of its shards.
     let rows = explain::rows(&scatter, &config);
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|row| row.layer == "scatter"
+        && row.order_id.is_none()
+        && row.shard.is_none()
+        && row.channel.is_none()));
+    let tables = |from, to| {
+        (from..=to)
+            .map(|n| format!("order_shards.t_order_item_{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    assert_eq!(rows[0].physical_table, Some(tables(0, 9)));
+    assert_eq!(rows[1].physical_table, Some(tables(10, 19)));
+    assert_eq!(rows[1].datasource.as_deref(), Some("ds1"));
+    // Per shard, a row per shard.
+    let per_shard = plan_only(&per_shard_router(), "SELECT COUNT(*) FROM t_order_item")
+        .await
+        .unwrap();
+    let rows = explain::rows(&per_shard, &config);
     assert_eq!(rows.len(), 20);
-    assert!(
-        rows.iter()
-            .all(|row| row.layer == "scatter" && row.order_id.is_none())
-    );
     assert_eq!(
         rows[19].physical_table.as_deref(),
         Some("order_shards.t_order_item_19")
@@ -648,7 +673,8 @@ last = 0
 datasource = "ds0"
 {tail}"#
     );
-    for (text, shards, merged) in [(probe.as_str(), 20, true), (one_shard.as_str(), 1, false)] {
+    // Combined, the 20 shards are asked in one statement per datasource.
+    for (text, steps, merged) in [(probe.as_str(), 2, true), (one_shard.as_str(), 1, false)] {
         let config = Config::from_toml(text, "probe.toml").unwrap();
         let r = Router::new(Arc::new(config), MemoryIndex::default());
         let id = legacy_id(5, 1);
@@ -656,11 +682,144 @@ datasource = "ds0"
             .await
             .unwrap();
         assert_eq!(plan.kind, PlanKind::Probe);
-        assert_eq!(plan.steps.len(), shards);
+        assert_eq!(plan.steps.len(), steps);
         let Execution::Probe { spec, ids } = &plan.execution else {
             panic!("a probe whose ids are lost: {:?}", plan.execution);
         };
         assert_eq!(ids, &[id]);
         assert_eq!(spec.is_some(), merged);
+    }
+}
+
+#[tokio::test]
+async fn a_scatter_asks_each_datasource_once_where_a_union_keeps_its_meaning() {
+    let r = router();
+    let plan = plan_only(
+        &r,
+        "SELECT channel, COUNT(*) FROM t_order WHERE user_id = 7 GROUP BY channel",
+    )
+    .await
+    .unwrap();
+    assert_eq!(plan.kind, PlanKind::Scatter);
+    assert_eq!(plan.steps.len(), 2);
+    assert_eq!(plan.steps[0].shards, (0..10).collect::<Vec<_>>());
+    assert_eq!(plan.steps[1].shards, (10..20).collect::<Vec<_>>());
+    for (step, sql) in plan.steps.iter().zip(statements(&plan)) {
+        assert!(sql.starts_with("(SELECT channel, COUNT(*)"), "{sql}");
+        assert_eq!(sql.matches(") UNION ALL (SELECT").count(), 9, "{sql}");
+        assert!(sql.ends_with("\n) LIMIT 18446744073709551615"), "{sql}");
+        for n in &step.shards {
+            assert!(sql.contains(&format!("`t_order_{n}` WHERE")), "{sql}");
+        }
+    }
+    // Until its columns are described: the first shard alone, as the per-shard plan
+    // sends it, its datasource's other shards combined.
+    let combined = plan.combined.as_ref().expect("combined");
+    assert!(!combined.describe_only);
+    let describing: Vec<&[u32]> = combined.describing.iter().map(|s| &s.shards[..]).collect();
+    assert_eq!(
+        describing,
+        [
+            &[0][..],
+            &(1..10).collect::<Vec<_>>(),
+            &plan.steps[1].shards
+        ]
+    );
+    assert_eq!(
+        combined.describing[0].statement.sql,
+        per_shard_statement(
+            "SELECT channel, COUNT(*) FROM t_order WHERE user_id = 7 GROUP BY channel",
+            0
+        )
+        .await
+    );
+    // What the merge computes is described by a statement of its own (`LIMIT 0`).
+    let avg = plan_only(&r, "SELECT MAX(amount) - 1 FROM t_order WHERE user_id = 7")
+        .await
+        .unwrap();
+    let combined = avg.combined.as_ref().expect("combined");
+    let first = String::from_utf8_lossy(&combined.describing[0].statement.sql).into_owned();
+    assert!(
+        combined.describe_only && first.ends_with("LIMIT 0"),
+        "{first}"
+    );
+    assert_eq!(combined.describing[1..], avg.steps[..]);
+    // ORDER BY ... LIMIT: each shard cut at offset + count, the merge cuts again.
+    let top = plan_only(
+        &r,
+        "SELECT order_id FROM t_order WHERE user_id = 7 ORDER BY created_at DESC LIMIT 5, 10",
+    )
+    .await
+    .unwrap();
+    assert_eq!(top.steps.len(), 2);
+    assert_eq!(statements(&top)[0].matches("LIMIT 15\n)").count(), 10);
+    // The description's key: the WHERE's values do not count, the select list's do.
+    let shape = |sql: &'static str| {
+        let r = &r;
+        async move {
+            plan_only(r, sql)
+                .await
+                .unwrap()
+                .combined
+                .map(|c| c.shape)
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        shape("SELECT COUNT(*) FROM t_order WHERE user_id = 7").await,
+        shape("SELECT COUNT(*) FROM t_order WHERE user_id = 8").await
+    );
+    assert_ne!(
+        shape("SELECT COUNT(*), 'a' FROM t_order WHERE user_id = 7").await,
+        shape("SELECT COUNT(*), 'ab' FROM t_order WHERE user_id = 7").await
+    );
+    // Off by configuration: a statement per shard.
+    let off = plan_only(
+        &per_shard_router(),
+        "SELECT COUNT(*) FROM t_order WHERE user_id = 7",
+    )
+    .await
+    .unwrap();
+    assert_eq!((off.steps.len(), off.combined.is_none()), (20, true));
+}
+
+/// The statement the per-shard plan sends to `shard`.
+async fn per_shard_statement(sql: &str, shard: u32) -> Vec<u8> {
+    let plan = plan_only(&per_shard_router(), sql).await.unwrap();
+    let step = plan.steps.iter().find(|s| s.shards == [shard]).unwrap();
+    step.statement.sql.clone()
+}
+
+#[tokio::test]
+async fn statements_whose_meaning_a_union_changes_run_per_shard() {
+    let r = router();
+    let long_in = format!(
+        "SELECT order_id FROM t_order WHERE user_id IN ({})",
+        (0..20_000)
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let declined = [
+        "SELECT order_id FROM t_order WHERE user_id = @u",
+        "SELECT SQL_CALC_FOUND_ROWS order_id FROM t_order WHERE user_id = 7 LIMIT 3",
+        "SELECT order_id FROM t_order WHERE user_id = 7 ORDER BY created_at",
+        "SELECT order_id FROM t_order WHERE user_id = 7 LIMIT 3 FOR UPDATE",
+        "SELECT SQL_NO_CACHE order_id FROM t_order WHERE user_id = 7",
+        "SELECT /*!40001 SQL_NO_CACHE */ order_id FROM t_order WHERE user_id = 7",
+        "SELECT HIGH_PRIORITY order_id FROM t_order WHERE user_id = 7",
+        "SELECT SQL_BUFFER_RESULT order_id FROM t_order WHERE user_id = 7",
+        long_in.as_str(),
+    ];
+    for sql in declined {
+        let plan = plan_only(&r, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert_eq!(
+            (plan.steps.len(), plan.combined.is_none()),
+            (20, true),
+            "{}",
+            &sql[..sql.len().min(120)]
+        );
     }
 }

@@ -54,6 +54,7 @@ pub(super) fn sharding(
         unresolved_reads: raw.unresolved_reads,
         merge_row_cap,
         max_fan_out,
+        combine_shards: raw.combine_shards,
     })
 }
 

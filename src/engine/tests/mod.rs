@@ -243,7 +243,10 @@ async fn a_statement_the_proxy_cannot_place_is_refused_before_any_backend_sees_i
 
 #[tokio::test]
 async fn a_scatter_count_is_the_sum_of_every_shards_count() {
-    let mut h = Harness::start().await;
+    let mut h = Harness::start_with(|toml| {
+        toml.replace("[sharding]\n", "[sharding]\ncombine_shards = false\n")
+    })
+    .await;
     let config = h.session.rt.config.clone();
     let mut expected = 0;
     for (shard, placed) in config.sharding.shards.iter().enumerate() {
@@ -515,4 +518,141 @@ async fn a_reload_that_widens_the_scope_reaches_the_session_at_its_next_command(
         h.ds0.received()
     );
     assert_eq!(h.session.database(), Some("reports"));
+}
+
+/// The statement a shard's part of `SELECT COUNT(*) FROM t_order` is (the merge reads the
+/// count from a column of its own, after the client's).
+fn count_of(shard: usize) -> String {
+    format!("SELECT COUNT(*) , COUNT(*) FROM `order_shards`.`t_order_{shard}`")
+}
+
+fn counts(rows: Vec<Vec<Option<String>>>, name: &str) -> Reply {
+    Reply::Rows {
+        table: String::new(),
+        columns: vec![
+            ("COUNT(*)".into(), ColumnType::MYSQL_TYPE_LONGLONG),
+            (name.into(), ColumnType::MYSQL_TYPE_LONGLONG),
+        ],
+        rows,
+    }
+}
+
+#[tokio::test]
+async fn a_combined_scatter_sends_one_statement_per_datasource_once_its_columns_are_known() {
+    let mut h = Harness::start().await;
+    let config = h.session.rt.config.clone();
+    let mut expected = 0;
+    let mut branches = [Vec::new(), Vec::new()];
+    let mut rows = [Vec::new(), Vec::new()];
+    for (shard, placed) in config.sharding.shards.iter().enumerate() {
+        let count = shard * 3 + 1;
+        expected += count;
+        let ds = usize::from(placed.datasource.0);
+        branches[ds].push(format!("({}\n)", count_of(shard)));
+        rows[ds].push(vec![Some(count.to_string()), Some(count.to_string())]);
+    }
+    let union =
+        |parts: &[String]| format!("{} LIMIT 18446744073709551615", parts.join(" UNION ALL "));
+    let (all0, rest0, all1) = (
+        union(&branches[0]),
+        union(&branches[0][1..]),
+        union(&branches[1]),
+    );
+    h.ds0
+        .answer(&count_of(0), counts(rows[0][..1].to_vec(), "COUNT(*)"));
+    h.ds0
+        .answer(&rest0, counts(rows[0][1..].to_vec(), "COUNT(*)"));
+    h.ds0.answer(&all0, counts(rows[0].clone(), "COUNT(*)"));
+    h.ds1.answer(&all1, counts(rows[1].clone(), "COUNT(*)"));
+    let sum = async |h: &mut Harness| {
+        let answer = h.query("SELECT COUNT(*) FROM t_order").await;
+        let Answer::Rows { rows, .. } = &answer else {
+            panic!("{answer:?} {:?}", h.ds0.received());
+        };
+        assert_eq!(
+            rows,
+            &vec![vec![Value::Bytes(expected.to_string().into_bytes())]]
+        );
+    };
+    // First: the first shard alone (its columns are the answer's), its datasource's other
+    // shards in one statement, the other datasource's in one.
+    sum(&mut h).await;
+    assert_eq!(h.ds0.statements(), [count_of(0), rest0.clone()]);
+    assert_eq!(h.ds1.statements(), std::slice::from_ref(&all1));
+    // Again: the description is kept; one statement per datasource.
+    sum(&mut h).await;
+    assert_eq!(h.ds0.statements()[2..], *std::slice::from_ref(&all0));
+    assert_eq!(h.ds1.statements().len(), 2);
+    // The union now describes its columns otherwise (a table changed outside the proxy):
+    // the read runs again, describing, and the client sees only the answer.
+    h.ds0.answer(&all0, counts(rows[0].clone(), "COUNT(*) "));
+    h.ds0
+        .answer(&rest0, counts(rows[0][1..].to_vec(), "COUNT(*) "));
+    sum(&mut h).await;
+    assert_eq!(
+        h.ds0.statements()[3..],
+        [all0.clone(), count_of(0), rest0.clone()]
+    );
+    assert_eq!(h.ds1.statements().len(), 4);
+    // Described again: one statement per datasource.
+    sum(&mut h).await;
+    assert_eq!(h.ds0.statements()[6..], *std::slice::from_ref(&all0));
+    // DDL through the proxy forgets every description.
+    let _ = h.query("ALTER TABLE t_merchant ADD COLUMN x INT").await;
+    let before = h.ds0.statements().len();
+    sum(&mut h).await;
+    assert_eq!(h.ds0.statements()[before..], [count_of(0), rest0]);
+}
+
+#[tokio::test]
+async fn a_failing_shard_of_a_merged_read_fails_it_naming_its_datasource_and_table() {
+    let mut h = Harness::start().await;
+    let config = h.session.rt.config.clone();
+    let mut branches = [Vec::new(), Vec::new()];
+    for (shard, placed) in config.sharding.shards.iter().enumerate() {
+        branches[usize::from(placed.datasource.0)].push(format!("({}\n)", count_of(shard)));
+    }
+    let union =
+        |parts: &[String]| format!("{} LIMIT 18446744073709551615", parts.join(" UNION ALL "));
+    h.ds0.answer(
+        &count_of(0),
+        counts(vec![vec![Some("1".into()); 2]], "COUNT(*)"),
+    );
+    h.ds0.answer(
+        &union(&branches[0][1..]),
+        counts(vec![vec![Some("1".into()); 2]; 9], "COUNT(*)"),
+    );
+    h.ds1.answer(
+        &union(&branches[1]),
+        Reply::Error {
+            code: 1146,
+            state: *b"42S02",
+            message: "Table 'order_shards.t_order_13' doesn't exist".into(),
+        },
+    );
+    let answer = h.query("SELECT COUNT(*) FROM t_order").await;
+    let Answer::Error { code, message } = &answer else {
+        panic!("a partial answer: {answer:?}");
+    };
+    assert_eq!(*code, 1146);
+    assert_eq!(
+        message,
+        "Table 'order_shards.t_order_13' doesn't exist (on datasource ds1)"
+    );
+    // The columns were described before ds1 failed (by the first shard and ds0's other
+    // shards): the next read sends one statement per datasource.
+    h.ds0.answer(
+        &union(&branches[0]),
+        counts(vec![vec![Some("1".into()); 2]; 10], "COUNT(*)"),
+    );
+    h.ds1.answer(
+        &union(&branches[1]),
+        counts(vec![vec![Some("1".into()); 2]; 10], "COUNT(*)"),
+    );
+    let answer = h.query("SELECT COUNT(*) FROM t_order").await;
+    assert!(
+        matches!(&answer, Answer::Rows { rows, .. } if rows == &vec![vec![Value::Bytes(b"20".to_vec())]]),
+        "{answer:?}"
+    );
+    assert_eq!(h.ds0.statements().len(), 3);
 }
