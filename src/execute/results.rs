@@ -130,6 +130,8 @@ pub struct Results<'c, 'p> {
     extras: Extras,
     /// Rows held in memory for merges (buffered steps).
     buffered: u64,
+    /// For a merged read, each step's datasource name: a backend error names it.
+    origin: Option<Vec<String>>,
     /// Diagnostics of the steps (`SHOW WARNINGS` of each that had warnings).
     pub diagnostics: Vec<Diagnostic>,
     /// `FOUND_ROWS()` summed over the steps (with [`Extras::calc_found_rows`]).
@@ -189,6 +191,12 @@ impl<'c, 'p> Results<'c, 'p> {
             binding,
             extras,
             buffered: 0,
+            origin: (steps > 1 && plan.execution.merge().is_some()).then(|| {
+                plan.steps
+                    .iter()
+                    .map(|s| wants.config.datasource(s.datasource).name.clone())
+                    .collect()
+            }),
             diagnostics: Vec::new(),
             found_rows: 0,
             insert_id_set: None,
@@ -343,7 +351,10 @@ impl<'c, 'p> Results<'c, 'p> {
             };
         }
         let conn = self.lanes[l].conn.conn();
-        let reply = conn.read_reply().await?;
+        let reply = conn
+            .read_reply()
+            .await
+            .map_err(|e| named(&self.origin, step, e))?;
         match &reply {
             Reply::Ok(ok) => {
                 if ok.last_insert_id != 0 {
@@ -375,7 +386,11 @@ impl<'c, 'p> Results<'c, 'p> {
         }
         let l = self.lane_of[step];
         let conn = self.lanes[l].conn.conn();
-        match conn.next_row().await? {
+        match conn
+            .next_row()
+            .await
+            .map_err(|e| named(&self.origin, step, e))?
+        {
             Some(row) => Ok(Some(row)),
             None => {
                 let end = StepEnd::from_rows(conn.result_end());
@@ -529,6 +544,30 @@ impl<'c, 'p> Results<'c, 'p> {
     /// The datasources whose connections the plan used.
     pub fn datasources(&self) -> Vec<DatasourceId> {
         self.lanes.iter().map(|l| l.datasource).collect()
+    }
+}
+
+/// A backend's error in one step of a merged read, with the datasource it came from
+/// appended (the server's message names the shard table where it names one); other
+/// errors unchanged.
+fn named(origin: &Option<Vec<String>>, step: usize, e: ProxyError) -> ProxyError {
+    match (e, origin.as_ref().and_then(|o| o.get(step))) {
+        (
+            ProxyError::Backend {
+                code,
+                state,
+                mut message,
+            },
+            Some(name),
+        ) => {
+            message.extend_from_slice(format!(" (on datasource {name})").as_bytes());
+            ProxyError::Backend {
+                code,
+                state,
+                message,
+            }
+        }
+        (e, _) => e,
     }
 }
 

@@ -63,10 +63,17 @@ pub(super) struct Harness {
 
 impl Harness {
     pub(super) async fn start() -> Self {
+        Self::start_with(|toml| toml).await
+    }
+
+    /// [`Harness::start`] with the demo's configuration as `edit` changes it.
+    pub(super) async fn start_with(edit: impl FnOnce(String) -> String) -> Self {
         let (ds0, ds1) = (MemoryServer::start().await, MemoryServer::start().await);
-        let toml = include_str!("../../../config/demo.toml")
-            .replace("127.0.0.1:33061", &ds0.address())
-            .replace("127.0.0.1:33062", &ds1.address());
+        let toml = edit(
+            include_str!("../../../config/demo.toml")
+                .replace("127.0.0.1:33061", &ds0.address())
+                .replace("127.0.0.1:33062", &ds1.address()),
+        );
         let config = Config::from_toml(&toml, "demo.toml").expect("demo configuration");
         let proxy = Proxy::new(config);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -205,6 +212,14 @@ impl Harness {
         let mut rows = Vec::new();
         loop {
             let p = self.packet().await;
+            if p[0] == 0xFF {
+                // An error ends the result set in place of a row (as MySQL fails a
+                // statement whose rows were being sent).
+                return Answer::Error {
+                    code: u16::from_le_bytes([p[1], p[2]]),
+                    message: String::from_utf8_lossy(&p[9..]).into_owned(),
+                };
+            }
             if p[0] == 0xFE && p.len() < 9 {
                 return Answer::Rows {
                     columns: columns.iter().map(|c| c.name_str().into_owned()).collect(),
