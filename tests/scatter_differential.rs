@@ -845,16 +845,15 @@ async fn one(
     }
 }
 
-#[tokio::test]
-async fn scatter_reads_answer_as_the_reference_does() {
-    let h = Harness::start().await;
-    let mut proxy = h.client().await;
-    let mut refc = reference().await;
-    let data = dataset();
-    reset().await;
-    load(&mut proxy, &mut refc, &data).await;
-    let stmts = statements(&data);
-    assert!(stmts.len() >= 300, "only {} statements", stmts.len());
+/// Runs every statement in both protocols through `proxy` `passes` times and judges each
+/// answer against the reference.
+async fn differential(
+    proxy: &mut Conn,
+    refc: &mut Conn,
+    stmts: &[Stmt],
+    passes: usize,
+    plan: &str,
+) -> Tally {
     let mut judge = Judge::new().await;
     let mut tally = Tally::default();
     for (i, stmt) in stmts.iter().enumerate() {
@@ -869,33 +868,88 @@ async fn scatter_reads_answer_as_the_reference_does() {
                 }
                 _ => HashMap::new(),
             };
-            let conns = (&mut proxy, &mut refc);
-            match one(&mut judge, conns, stmt, (sql, params), &witness).await {
-                Ok(true) => tally.passed += 1,
-                Ok(false) => tally.refused += 1,
-                Err(diff) => tally
-                    .failures
-                    .push(format!("[{proto}] {sql} {params:?}\n  {diff}")),
+            for pass in 1..=passes {
+                let conns = (&mut *proxy, &mut *refc);
+                match one(&mut judge, conns, stmt, (sql, params), &witness).await {
+                    Ok(true) => tally.passed += 1,
+                    Ok(false) => tally.refused += 1,
+                    Err(diff) => tally.failures.push(format!(
+                        "[{plan}, {proto}, run {pass}] {sql} {params:?}\n  {diff}"
+                    )),
+                }
             }
         }
     }
+    tally
+}
+
+/// The statements run twice with the combined plan (a datasource's shards in one
+/// statement: the first run describes the columns, the second uses them as held) and once
+/// with a statement per shard (`sharding.combine_shards = false`).
+#[tokio::test]
+async fn scatter_reads_answer_as_the_reference_does() {
+    let h = Harness::start().await;
+    let mut per_shard_config = config();
+    per_shard_config.sharding.combine_shards = false;
+    let h_per_shard = Harness::start_with(per_shard_config).await;
+    let mut proxy = h.client().await;
+    let mut per_shard = h_per_shard.client().await;
+    let mut refc = reference().await;
+    let data = dataset();
+    reset().await;
+    load(&mut proxy, &mut refc, &data).await;
+    let stmts = statements(&data);
+    assert!(stmts.len() >= 300, "only {} statements", stmts.len());
+    let before = route_stats(&mut proxy).await;
+    let combined = differential(&mut proxy, &mut refc, &stmts, 2, "combined").await;
+    let after = route_stats(&mut proxy).await;
+    let by_plan = |plan: &str| {
+        let key = format!("merged_reads_{plan}");
+        after[&key] - before[&key]
+    };
+    let (described, held, declined) = (
+        by_plan("describing"),
+        by_plan("combined"),
+        by_plan("per_shard"),
+    );
+    let alone = differential(&mut per_shard, &mut refc, &stmts, 1, "per shard").await;
+    let per_shard_reads = route_stats(&mut per_shard).await;
     reset().await;
     h.stop().await;
+    h_per_shard.stop().await;
+    let mut failures = combined.failures;
+    failures.extend(alone.failures);
     println!(
-        "scatter differential: {} statements per protocol; {} passed, {} refused as expected, {} failed",
+        "scatter differential: {} statements per protocol; combined (twice): {} passed, {} refused as expected; \
+         merged reads: {described} described as they ran, {held} with their columns held, {declined} per shard; \
+         per shard: {} passed, {} refused as expected ({} merged reads combined); {} failed",
         stmts.len(),
-        tally.passed,
-        tally.refused,
-        tally.failures.len()
+        combined.passed,
+        combined.refused,
+        alone.passed,
+        alone.refused,
+        per_shard_reads["merged_reads_combined"] + per_shard_reads["merged_reads_describing"],
+        failures.len()
     );
-    for f in &tally.failures {
+    for f in &failures {
         eprintln!("FAILED {f}\n");
     }
     assert!(
-        tally.failures.is_empty(),
+        failures.is_empty(),
         "{} of {} runs failed; the first ones:\n\n{}",
-        tally.failures.len(),
-        2 * stmts.len(),
-        tally.failures[..tally.failures.len().min(10)].join("\n\n")
+        failures.len(),
+        6 * stmts.len(),
+        failures[..failures.len().min(10)].join("\n\n")
+    );
+    // Both plans ran: most merged reads combine, and the second run of each uses the
+    // columns the first described; some are declined (their constructs are listed in the
+    // planner) and run per shard.
+    assert!(
+        held > 200 && described > 200 && declined > 20,
+        "{described} {held} {declined}"
+    );
+    assert_eq!(
+        per_shard_reads["merged_reads_combined"] + per_shard_reads["merged_reads_describing"],
+        0
     );
 }
