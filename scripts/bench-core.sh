@@ -4,11 +4,14 @@
 #  1. point selects by order id (mariadb-slap, 16 clients): direct MariaDB, the proxy built
 #     from a baseline commit (default d271e34, the last commit before the new core), and the
 #     proxy built from the working tree;
-#  2. scatters: `SELECT COUNT(*) FROM t_order` and a top-10 `ORDER BY created_at DESC
-#     LIMIT 10` through the proxy, against the same statement on `orders_ref` (every order in
-#     one table) direct to MariaDB.
+#  2. scatters over the 20 shards at 4 and 16 clients: `SELECT COUNT(*) FROM t_order`, a
+#     dashboard's `GROUP BY channel` and a top-10 `ORDER BY created_at DESC LIMIT 10`,
+#     through the working tree's proxy with its shards combined (one statement per
+#     datasource, the default) and with `sharding.combine_shards = false` (one statement
+#     per shard), against the same statement on `orders_ref` (every order in one table)
+#     direct to MariaDB.
 #
-#   scripts/bench-core.sh [REPS] [BASELINE]     (defaults: 5 repetitions, d271e34)
+#   scripts/bench-core.sh [REPS] [BASELINE]     (defaults: 5 repetitions, 1da0878)
 #
 # Needs the sandbox (scripts/sandbox.sh up). Builds both release binaries (the baseline in a
 # git worktree under .sandbox/bench/, sharing target/ for dependencies), starts both proxies
@@ -17,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 reps="${1:-5}"
-baseline="${2:-d271e34}"
+baseline="${2:-1da0878}"
 sandbox="${ROUTEKEY_SANDBOX_DIR:-.sandbox}"
 work="$sandbox/bench"
 mkdir -p "$work"
@@ -44,8 +47,8 @@ cleanup() {
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-start() { # name port
-    "$work/routekey-proxy-$1" --config "$config" --listen "127.0.0.1:$2" --admin-listen 127.0.0.1:0 \
+start() { # name port [binary]
+    "$work/routekey-proxy-${3:-$1}" --config "$config" --listen "127.0.0.1:$2" --admin-listen 127.0.0.1:0 \
         >"$work/$1.log" 2>&1 </dev/null &
     pids+=($!)
     for _ in $(seq 100); do
@@ -57,6 +60,8 @@ start() { # name port
 }
 old_port=$(free_port); start baseline "$old_port"
 new_port=$(free_port); start current "$new_port"
+per_shard_port=$(free_port)
+ROUTEKEY_SHARDING__COMBINE_SHARDS=false start per-shard "$per_shard_port" current
 
 read -r id shard < <(python3 - "$sandbox/seed-summary.json" <<'PY'
 import json, sys
@@ -74,23 +79,34 @@ slap() { # port user pass schema clients queries sql
 }
 point_direct() { slap "$ds0_port" root "" order_shards 16 40000 "SELECT * FROM t_order_$shard WHERE order_id = $id"; }
 point_proxy() { slap "$1" app app orders 16 40000 "SELECT * FROM t_order WHERE order_id = $id"; }
-count_sql="SELECT COUNT(*) FROM t_order"
-top_sql="SELECT order_id, user_id, amount, created_at FROM t_order ORDER BY created_at DESC LIMIT 10"
-scatter_direct() { slap "$ds0_port" root "" orders_ref 4 2000 "$1"; }
-scatter_proxy() { slap "$new_port" app app orders 4 2000 "$1"; }
+declare -A scatter_sql=(
+    [count]="SELECT COUNT(*) FROM t_order"
+    [group]="SELECT channel, COUNT(*), SUM(amount) FROM t_order GROUP BY channel"
+    [top10]="SELECT order_id, user_id, amount, created_at FROM t_order ORDER BY created_at DESC LIMIT 10"
+)
+scatter() { # who clients query-name
+    local sql="${scatter_sql[$3]}"
+    case $1 in
+        direct) slap "$ds0_port" root "" orders_ref "$2" 2000 "$sql" ;;
+        combined) slap "$new_port" app app orders "$2" 2000 "$sql" ;;
+        per_shard) slap "$per_shard_port" app app orders "$2" 2000 "$sql" ;;
+    esac
+}
 
 # warm-up
 point_proxy "$old_port" >/dev/null; point_proxy "$new_port" >/dev/null; point_direct >/dev/null
-scatter_proxy "$count_sql" >/dev/null
+for q in count group top10; do
+    scatter combined 4 "$q" >/dev/null; scatter per_shard 4 "$q" >/dev/null
+done
 
 results="$work/results.txt"
 : >"$results"
 for rep in $(seq "$reps"); do
     # rotate the order so no side always runs first
     case $((rep % 3)) in
-        0) order="direct old new" ;;
-        1) order="old new direct" ;;
-        2) order="new direct old" ;;
+        0) order="direct old new"; plans="direct combined per_shard" ;;
+        1) order="old new direct"; plans="combined per_shard direct" ;;
+        2) order="new direct old"; plans="per_shard direct combined" ;;
     esac
     for who in $order; do
         case $who in
@@ -99,10 +115,13 @@ for rep in $(seq "$reps"); do
             new) echo "point current $(point_proxy "$new_port")" >>"$results" ;;
         esac
     done
-    echo "count direct $(scatter_direct "$count_sql")" >>"$results"
-    echo "count proxy $(scatter_proxy "$count_sql")" >>"$results"
-    echo "top10 proxy $(scatter_proxy "$top_sql")" >>"$results"
-    echo "top10 direct $(scatter_direct "$top_sql")" >>"$results"
+    for clients in 4 16; do
+        for q in count group top10; do
+            for who in $plans; do
+                echo "$q-$clients $who $(scatter "$who" "$clients" "$q")" >>"$results"
+            done
+        done
+    done
     echo "bench-core: repetition $rep of $reps done" >&2
 done
 
@@ -113,12 +132,13 @@ secs = defaultdict(list)
 for line in open(sys.argv[1]):
     kind, who, s = line.split()
     secs[(kind, who)].append(float(s))
-queries = {"point": 40000, "count": 2000, "top10": 2000}
+def queries(kind):
+    return 40000 if kind == "point" else 2000
 def qps(key):
-    return [queries[key[0]] / s for s in secs[key]]
+    return [queries(key[0]) / s for s in secs[key]]
 def show(label, key):
     v = qps(key)
-    print(f"  {label:<34} {statistics.median(v):9.0f} q/s  (min {min(v):.0f}, max {max(v):.0f})")
+    print(f"  {label:<40} {statistics.median(v):9.0f} q/s  (min {min(v):.0f}, max {max(v):.0f})")
     return statistics.median(v)
 print(f"{sys.argv[2]} interleaved repetitions; medians with min-max")
 print("point select by order id, 16 clients, 40,000 queries per run:")
@@ -126,10 +146,15 @@ d = show("direct MariaDB", ("point", "direct"))
 o = show(f"routekey-proxy baseline {sys.argv[3]}", ("point", "baseline"))
 n = show("routekey-proxy current", ("point", "current"))
 print(f"  ratio to direct: baseline {o/d:.2f}, current {n/d:.2f}; current / baseline {n/o:.3f}")
-print("scatter over 20 shards, 4 clients, 2,000 queries per run (direct = orders_ref, one table):")
-cd = show("COUNT(*) direct orders_ref", ("count", "direct"))
-cp = show("COUNT(*) through the proxy", ("count", "proxy"))
-td = show("ORDER BY ... LIMIT 10 direct", ("top10", "direct"))
-tp = show("ORDER BY ... LIMIT 10 through proxy", ("top10", "proxy"))
-print(f"  ratio to direct: COUNT(*) {cp/cd:.2f}, ORDER BY LIMIT 10 {tp/td:.2f}")
+names = {"count": "COUNT(*)", "group": "GROUP BY channel", "top10": "ORDER BY created_at DESC LIMIT 10"}
+for clients in (4, 16):
+    print(f"scatter over 20 shards on 2 datasources, {clients} clients, 2,000 queries per run "
+          "(direct = orders_ref, one table):")
+    for q in ("count", "group", "top10"):
+        key = f"{q}-{clients}"
+        print(f" {names[q]}")
+        d = show("direct orders_ref", (key, "direct"))
+        c = show("proxy, one statement per datasource", (key, "combined"))
+        p = show("proxy, one statement per shard", (key, "per_shard"))
+        print(f"  ratio to one table: combined {c/d:.2f}, per shard {p/d:.2f}; combined / per shard {c/p:.2f}")
 PY
