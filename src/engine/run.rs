@@ -341,17 +341,17 @@ impl Session {
         if let Execution::Probe { ids, .. } = &plan.execution {
             self.learn_from_probe(plan, ids).await;
         }
-        // Shards, not statements: a merge may send one more describing its columns.
-        let reached = if plan.steps.len() > 1 {
-            plan.steps
+        // Shards, not statements: a merge may send one more describing its columns, and
+        // a combined statement asks several.
+        let reached = match &plan.steps[..] {
+            [one] => one.shards.len().max(1),
+            steps => steps
                 .iter()
                 .flat_map(|s| &s.shards)
                 .collect::<std::collections::BTreeSet<_>>()
-                .len()
-        } else {
-            1
+                .len(),
         };
-        if plan.execution.merge().is_some() && plan.steps.len() > 1 {
+        if plan.execution.merge().is_some() && reached > 1 {
             let how = match &plan.combined {
                 None => "per_shard",
                 Some(c) if plan.steps == c.describing => "describing",

@@ -3,11 +3,11 @@
 //! The shards of one datasource are tables of one server, so their selects are asked in
 //! one statement: each shard's select as the per-shard plan writes it (its hidden columns,
 //! its own `GROUP BY` and partial aggregates, its `ORDER BY ... LIMIT offset + count`),
-//! parenthesized and joined with `UNION ALL`, under a top-level `LIMIT` that keeps the
-//! session's `sql_select_limit` from cutting the union. The merge above is unchanged: it
-//! combines partial rows and groups whichever stream they come in, and sorts each
-//! combined stream's rows itself before it interleaves them, so the answer stays exactly
-//! what one table gives.
+//! parenthesized and joined with `UNION ALL`; an ordered read's union is sorted again by
+//! the server and cut at `offset + count` ([`outer_clause`]). The merge above is
+//! unchanged: it combines partial rows and groups whichever stream they come in, and
+//! interleaves sorted streams (sorting a combined stream's runs itself when the server
+//! could not), so the answer stays exactly what one table gives.
 //!
 //! Scatters and probes combine; an IN list of order ids keeps a statement per shard it
 //! names (few, and EXPLAIN ROUTE shows each id's). A UNION changes how some statements
@@ -24,8 +24,8 @@ use std::hash::{Hash, Hasher};
 
 use super::model::{Combined, PlanKind, Step};
 use super::planner::{Planner, statement};
-use crate::merge::MergeSpec;
 use crate::merge::columns::fixed_hasher;
+use crate::merge::{Col, MergeSpec};
 use crate::rewrite::{Param, Rendered};
 use crate::route::index::IndexTable;
 use crate::sql::MultiShard;
@@ -143,11 +143,87 @@ fn most_shards_on_one_datasource<I: IndexTable>(p: &Planner<'_, '_, I>, shards: 
     counts.into_iter().map(|(_, n)| n).max().unwrap_or(0)
 }
 
+/// What follows a datasource's union, and whether its rows then come in the merge's order:
+/// an ordered read whose ORDER BY keys are all selected columns gets them by position with
+/// `LIMIT offset + count` (the server sorts the shards' runs, and the proxy reads at most
+/// that many rows per datasource, as from one shard); a read without ORDER BY gets the
+/// LIMIT alone. Neither cuts a DISTINCT read (the duplicates of two shards would take the
+/// place of rows) or partial groups. Otherwise, when the session set `sql_select_limit`,
+/// `LIMIT 2^64-1` keeps it from cutting the union as a whole (nothing otherwise: the
+/// server streams a bare UNION ALL and materializes one with a LIMIT).
+pub(super) fn outer_clause<I: IndexTable>(
+    p: &Planner<'_, '_, I>,
+    multi: &MultiShard,
+    merge: &MergeSpec,
+    pushed: Option<u64>,
+) -> (Vec<u8>, bool) {
+    let ordered = !merge.order.is_empty() && merge.grouping.is_none();
+    let visible = visible_items(p, multi);
+    let positions: Option<Vec<String>> = if ordered {
+        merge
+            .order
+            .iter()
+            .map(|k| {
+                let position = match k.key.value {
+                    Col::Visible(i) => i + 1,
+                    Col::Hidden(i) => visible? + i + 1,
+                };
+                let direction = if k.descending { " DESC" } else { "" };
+                Some(format!("{position}{direction}"))
+            })
+            .collect()
+    } else {
+        None
+    };
+    let mut clause = String::new();
+    if let Some(keys) = &positions {
+        clause.push_str(" ORDER BY ");
+        clause.push_str(&keys.join(", "));
+    }
+    let cut =
+        merge.distinct.is_none() && merge.grouping.is_none() && (positions.is_some() || !ordered);
+    match pushed {
+        Some(n) if cut => clause.push_str(&format!(" LIMIT {n}")),
+        _ if p.inputs.session.select_limit.is_some() => {
+            clause.push_str(" LIMIT 18446744073709551615");
+        }
+        _ => {}
+    }
+    (clause.into_bytes(), positions.is_some())
+}
+
+/// How many items the statement's select list has (the hidden columns follow them), when
+/// it can tell: commas at the top level before `FROM`; `None` when an item may be a `*`
+/// (a `*` after anything but a number or a closing parenthesis is taken for one).
+fn visible_items<I: IndexTable>(p: &Planner<'_, '_, I>, multi: &MultiShard) -> Option<usize> {
+    let st = statement(p.inputs);
+    let (sql, tokens) = (st.sql, st.tokens);
+    let end = (multi.insert_before as usize).min(tokens.len());
+    let mut depth = 0usize;
+    let mut items = 1;
+    for i in 1..end {
+        let t = &tokens[i];
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth = depth.checked_sub(1)?;
+        } else if depth == 0 && t.is_punct(sql, ",") {
+            items += 1;
+        } else if depth == 0 && t.is_punct(sql, "*") {
+            let before = &tokens[i - 1];
+            if !(before.kind == TokenKind::Number || before.is_punct(sql, ")")) {
+                return None;
+            }
+        }
+    }
+    (tokens.first()?.is_word(sql, "select") && depth == 0).then_some(items)
+}
+
 /// The per-shard steps (without the statement's prefix) as one step per datasource, in
 /// the order the datasources first appear: a datasource with one shard keeps its
-/// statement; several are joined with `UNION ALL`. `None` when a combined statement would
-/// be longer than [`MAX_COMBINED`].
-pub(super) fn combine(prefix: &[u8], steps: Vec<Step>) -> Option<Vec<Step>> {
+/// statement; several are joined with `UNION ALL`, followed by `outer` ([`outer_clause`]).
+/// `None` when a combined statement would be longer than [`MAX_COMBINED`].
+pub(super) fn combine(prefix: &[u8], steps: Vec<Step>, outer: &[u8]) -> Option<Vec<Step>> {
     let mut groups: Vec<Vec<Step>> = Vec::new();
     for step in steps {
         match groups
@@ -177,8 +253,7 @@ pub(super) fn combine(prefix: &[u8], steps: Vec<Step>) -> Option<Vec<Step>> {
             shards.extend_from_slice(&step.shards);
         }
         if union {
-            // The session's sql_select_limit would cut the union's rows as a whole.
-            sql.extend_from_slice(b" LIMIT 18446744073709551615");
+            sql.extend_from_slice(outer);
         }
         if sql.len() > MAX_COMBINED && union {
             return None;
@@ -223,11 +298,17 @@ pub(super) fn shape<I: IndexTable>(
 }
 
 /// The plan's [`Combined`]: its shape and the steps that describe its columns.
-pub(super) fn combined(describing: Vec<Step>, describe_only: bool, shape: u64) -> Box<Combined> {
+pub(super) fn combined(
+    describing: Vec<Step>,
+    describe_only: bool,
+    sorted: bool,
+    shape: u64,
+) -> Box<Combined> {
     Box::new(Combined {
         shape,
         describing,
         describe_only,
+        sorted,
         key: 0,
         columns: None,
     })

@@ -166,7 +166,7 @@ pub(super) fn plan_merge<I: IndexTable>(
             tracing::trace!(why, "a merged read runs one statement per shard");
             None
         }
-        None => combined_steps(&p, multi, pushed, &shards),
+        None => combined_steps(&p, multi, &merge, pushed, &shards),
     };
     let (steps, combined) = match combined {
         Some((steps, combined)) => (steps, Some(combined)),
@@ -196,6 +196,7 @@ pub(super) fn plan_merge<I: IndexTable>(
 fn combined_steps<I: IndexTable>(
     p: &Planner<'_, '_, I>,
     multi: &MultiShard,
+    merge: &MergeSpec,
     pushed: Option<u64>,
     shards: &[u32],
 ) -> Option<(Vec<Step>, Box<super::model::Combined>)> {
@@ -204,7 +205,8 @@ fn combined_steps<I: IndexTable>(
         .iter()
         .map(|&s| multi_step(p, s, multi, pushed, true, false))
         .collect();
-    let steps = combine::combine(prefix, bodies.clone())?;
+    let (outer, sorted) = combine::outer_clause(p, multi, merge, pushed);
+    let steps = combine::combine(prefix, bodies.clone(), &outer)?;
     let describe_only = !multi.computed.is_empty();
     let describing = if describe_only {
         // The computed items' types: the first shard's statement with them, `LIMIT 0`.
@@ -215,11 +217,14 @@ fn combined_steps<I: IndexTable>(
         // The first shard alone, as the per-shard plan sends it: its result's columns are
         // the answer's, and its rows part of it.
         let mut describing = vec![multi_step(p, shards[0], multi, pushed, true, true)];
-        describing.extend(combine::combine(prefix, bodies[1..].to_vec())?);
+        describing.extend(combine::combine(prefix, bodies[1..].to_vec(), &outer)?);
         describing
     };
     let shape = combine::shape(p, multi, shards);
-    Some((steps, combine::combined(describing, describe_only, shape)))
+    Some((
+        steps,
+        combine::combined(describing, describe_only, sorted, shape),
+    ))
 }
 
 /// Order ids nothing resolves, looked for on every shard of the table: the statement runs
