@@ -33,8 +33,17 @@ if [[ ! -d "$tree" ]]; then
 else
     git -C "$tree" checkout -q --detach "$baseline"
 fi
-CARGO_TARGET_DIR="$PWD/target" cargo build --release --locked -q --manifest-path "$tree/Cargo.toml"
-cp target/release/routekey-proxy "$work/routekey-proxy-baseline"
+# Both trees build the same package into one target/: cargo keeps one fingerprint for it,
+# and a build whose sources are older than the other tree's output would be taken as fresh
+# (the other tree's binary copied under this name). Touching the crate root forces each.
+commit="$(git -C "$tree" rev-parse HEAD)"
+if [[ ! -x "$work/routekey-proxy-baseline" || "$(cat "$work/baseline.commit" 2>/dev/null)" != "$commit" ]]; then
+    touch "$tree/src/lib.rs"
+    CARGO_TARGET_DIR="$PWD/target" cargo build --release --locked -q --manifest-path "$tree/Cargo.toml"
+    cp target/release/routekey-proxy "$work/routekey-proxy-baseline"
+    echo "$commit" >"$work/baseline.commit"
+fi
+touch src/lib.rs
 cargo build --release --locked -q
 cp target/release/routekey-proxy "$work/routekey-proxy-current"
 
@@ -129,8 +138,13 @@ python3 - "$results" "$reps" "$baseline" <<'PY'
 import statistics, sys
 from collections import defaultdict
 secs = defaultdict(list)
+failed = []
 for line in open(sys.argv[1]):
-    kind, who, s = line.split()
+    parts = line.split()
+    if len(parts) != 3:
+        failed.append(line.strip())  # mariadb-slap printed no time: the run failed
+        continue
+    kind, who, s = parts
     secs[(kind, who)].append(float(s))
 def queries(kind):
     return 40000 if kind == "point" else 2000
@@ -141,6 +155,8 @@ def show(label, key):
     print(f"  {label:<40} {statistics.median(v):9.0f} q/s  (min {min(v):.0f}, max {max(v):.0f})")
     return statistics.median(v)
 print(f"{sys.argv[2]} interleaved repetitions; medians with min-max")
+if failed:
+    print(f"  runs that failed and are left out: {failed}")
 print("point select by order id, 16 clients, 40,000 queries per run:")
 d = show("direct MariaDB", ("point", "direct"))
 o = show(f"routekey-proxy baseline {sys.argv[3]}", ("point", "baseline"))
