@@ -69,6 +69,43 @@ struct Shape {
 }
 
 impl Shape {
+    /// The shape of rows described by `defs`, of which `hidden` are the merge's; `counts`
+    /// are the column counts of the steps read so far, which must agree.
+    fn new(
+        defs: &[BytesMut],
+        hidden: usize,
+        counts: &[usize],
+        binary: bool,
+    ) -> Result<Self, ProxyError> {
+        let metas = defs
+            .iter()
+            .map(|d| ColumnMeta::parse(d))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                ProxyError::Internal("a column definition the merge cannot read".into())
+            })?;
+        if metas.len() < hidden {
+            return Err(ProxyError::Internal(
+                "fewer columns than the merge added".into(),
+            ));
+        }
+        if let Some(n) = counts.iter().find(|n| **n != metas.len()) {
+            return Err(ProxyError::Internal(format!(
+                "shards returned different column counts ({} and {n})",
+                metas.len()
+            )));
+        }
+        Ok(Shape {
+            visible: metas.len() - hidden,
+            metas,
+            protocol: if binary {
+                Protocol::Binary
+            } else {
+                Protocol::Text
+            },
+        })
+    }
+
     fn hidden(&self) -> usize {
         self.metas.len() - self.visible
     }
@@ -128,31 +165,7 @@ pub(super) async fn merged(
         },
     };
     let names = plan.steps[0].names.as_ref();
-    let metas = defs
-        .iter()
-        .map(|d| ColumnMeta::parse(d))
-        .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| ProxyError::Internal("a column definition the merge cannot read".into()))?;
-    if metas.len() < spec.hidden {
-        return Err(ProxyError::Internal(
-            "fewer columns than the merge added".into(),
-        ));
-    }
-    if let Some(n) = counts.iter().find(|n| **n != metas.len()) {
-        return Err(ProxyError::Internal(format!(
-            "shards returned different column counts ({} and {n})",
-            metas.len()
-        )));
-    }
-    let shape = Shape {
-        visible: metas.len() - spec.hidden,
-        metas,
-        protocol: if binary {
-            Protocol::Binary
-        } else {
-            Protocol::Text
-        },
-    };
+    let shape = Shape::new(&defs, spec.hidden, &counts, binary)?;
     // The first shard's flags stand for all: each plans the same statement on a table of
     // the same definition, as the one table would be planned.
     client.send_columns(
