@@ -159,7 +159,9 @@ pub(super) async fn merged(
             // Step 0 describes the answer's columns; they are kept once the first combined
             // step's own definitions are read (`Describing::note`).
             None => {
-                describing = Describing::new(plan, combined.key, &first);
+                if combined.shape.is_some() {
+                    describing = Describing::new(plan, combined.key, &first);
+                }
                 first
             }
         },

@@ -235,8 +235,10 @@ impl Session {
         if let Some(c) = &mut plan.combined {
             // A combined read's column definitions, when held; else its describing
             // statement runs first.
-            c.key = ColumnCache::key(c.shape, self.description_scope());
-            c.columns = self.rt.columns.get(c.key);
+            if let Some(shape) = c.shape {
+                c.key = ColumnCache::key(shape, self.description_scope());
+                c.columns = self.rt.columns.get(c.key);
+            }
             if c.columns.is_none() {
                 plan.steps.clone_from(&c.describing);
             }

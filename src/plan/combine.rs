@@ -26,6 +26,7 @@ use super::model::{Combined, PlanKind, Step};
 use super::planner::{Planner, statement};
 use crate::merge::columns::fixed_hasher;
 use crate::merge::{Col, MergeSpec};
+use crate::protocol::binary::ParamValue;
 use crate::rewrite::{Param, Rendered};
 use crate::route::index::IndexTable;
 use crate::sql::MultiShard;
@@ -269,32 +270,63 @@ pub(super) fn combine(prefix: &[u8], steps: Vec<Step>, outer: &[u8]) -> Option<V
     Some(out)
 }
 
-/// The statement's part of its description's key: the text up to the top-level `FROM`
-/// as it is (literals in the select list decide column types and lengths), the rest with
-/// its literals masked (a WHERE value or a LIMIT decides no column's definition), the
-/// prefix, the shards and the protocol.
-pub(super) fn shape<I: IndexTable>(
-    p: &Planner<'_, '_, I>,
-    multi: &MultiShard,
-    shards: &[u32],
-) -> u64 {
-    let st = statement(p.inputs);
+/// The statement's part of its description's key: its tokens as written (every literal
+/// included; comments and spacing not), the prefix, the session values the proxy writes
+/// into it, the values bound to it, the shards and the protocol. A value can change a
+/// statement's column flags: a WHERE the optimizer finds impossible, or one that turns an
+/// outer join into an inner one, makes MariaDB describe columns otherwise (`BINARY_FLAG` on
+/// an aggregate, `NOT_NULL` on the inner table's columns) while the union's own
+/// definitions stay the same. `None` when a bound value cannot be told apart (a date or
+/// long data): such a read is described every time.
+pub(super) fn shape<I: IndexTable>(p: &Planner<'_, '_, I>, shards: &[u32]) -> Option<u64> {
+    let inputs = p.inputs;
+    let st = statement(inputs);
     let mut h = fixed_hasher();
-    p.inputs.text.prefix.hash(&mut h);
-    p.inputs.binary.hash(&mut h);
+    for t in st.tokens {
+        st.sql[t.range.clone()].hash(&mut h);
+    }
+    inputs.text.prefix.hash(&mut h);
+    inputs.binary.hash(&mut h);
     shards.hash(&mut h);
-    for (i, t) in st.tokens.iter().enumerate() {
-        let literal = matches!(
-            t.kind,
-            TokenKind::Number | TokenKind::String | TokenKind::HexOrBit
-        );
-        if literal && i >= multi.insert_before as usize {
-            b"?".hash(&mut h);
-        } else {
-            st.sql[t.range.clone()].hash(&mut h);
+    // The session values the statement's session functions are replaced with (only those
+    // it calls: FOUND_ROWS() changes with every read), and the session's select limit
+    // (a LIMIT the shards get).
+    let session = inputs.session;
+    let calls = |names: &[&str]| {
+        st.tokens
+            .iter()
+            .any(|t| names.iter().any(|n| t.is_word(st.sql, n)))
+    };
+    session.select_limit.hash(&mut h);
+    if calls(&["last_insert_id"]) {
+        session.last_insert_id.hash(&mut h);
+    }
+    if calls(&["connection_id"]) {
+        session.connection_id.hash(&mut h);
+    }
+    if calls(&["database", "schema"]) {
+        session.database.hash(&mut h);
+    }
+    if calls(&["row_count"]) {
+        session.row_count.hash(&mut h);
+    }
+    if calls(&["found_rows"]) {
+        session.found_rows.hash(&mut h);
+    }
+    if calls(&["user", "session_user", "system_user", "current_user"]) {
+        (&session.user, &session.current_user).hash(&mut h);
+    }
+    for value in inputs.values.params {
+        match value {
+            ParamValue::Null => 0u8.hash(&mut h),
+            ParamValue::Int(n) => (1u8, n).hash(&mut h),
+            ParamValue::UInt(n) => (2u8, n).hash(&mut h),
+            ParamValue::Float(f) => (3u8, f.to_bits()).hash(&mut h),
+            ParamValue::Bytes(b) => (4u8, b).hash(&mut h),
+            ParamValue::Other => return None,
         }
     }
-    h.finish()
+    Some(h.finish())
 }
 
 /// The plan's [`Combined`]: its shape and the steps that describe its columns.
@@ -302,7 +334,7 @@ pub(super) fn combined(
     describing: Vec<Step>,
     describe_only: bool,
     sorted: bool,
-    shape: u64,
+    shape: Option<u64>,
 ) -> Box<Combined> {
     Box::new(Combined {
         shape,

@@ -174,9 +174,10 @@ pub struct Plan {
 /// until the engine holds them ([`crate::merge::columns`]), the plan runs as `describing`.
 #[derive(Debug, Clone)]
 pub struct Combined {
-    /// The statement's part of the key its description is kept under: the text with the
-    /// literals after the select list masked, the prefix, the shards and the protocol.
-    pub shape: u64,
+    /// The statement's part of the key its description is kept under: its tokens, the
+    /// session values written into it, its bound values, the shards and the protocol
+    /// (`plan::combine::shape`); `None`: never kept (a bound value it cannot tell apart).
+    pub shape: Option<u64>,
     /// The steps that describe the answer's columns as one table would (names, types,
     /// flags, tables) while they run: step 0 is the first shard's statement, alone, and
     /// its datasource's other shards are combined apart. When the merge computes some

@@ -220,7 +220,7 @@ fn combined_steps<I: IndexTable>(
         describing.extend(combine::combine(prefix, bodies[1..].to_vec(), &outer)?);
         describing
     };
-    let shape = combine::shape(p, multi, shards);
+    let shape = combine::shape(p, shards);
     Some((
         steps,
         combine::combined(describing, describe_only, sorted, shape),
