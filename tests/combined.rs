@@ -223,9 +223,14 @@ async fn inside_a_transaction_a_combined_scatter_sees_the_transactions_own_rows(
     c.query_drop("BEGIN").await.unwrap();
     // Channels whose shards are all on ds0 (EU 0-3, GLOBAL 4-7; a transaction writes to
     // one datasource).
-    for (n, channel) in ["EU_CHANNEL", "GLOBAL_CHANNEL", "GLOBAL_CHANNEL", "EU_CHANNEL"]
-        .iter()
-        .enumerate()
+    for (n, channel) in [
+        "EU_CHANNEL",
+        "GLOBAL_CHANNEL",
+        "GLOBAL_CHANNEL",
+        "EU_CHANNEL",
+    ]
+    .iter()
+    .enumerate()
     {
         c.query_drop(format!(
             "INSERT INTO t_order (channel, region, user_id, amount, status, created_at) \

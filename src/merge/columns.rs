@@ -5,11 +5,12 @@
 //! without their schema, table, original table and key flags (`PRI_KEY`,
 //! `NO_DEFAULT_VALUE`, ...), and with the original column name of an expression set to its
 //! name. One table answers with all of them, so the answer's definitions come from a
-//! statement that describes them: the first shard's select with `LIMIT 0`, which evaluates
-//! no row. That description is kept here, with a fingerprint of the UNION's own
-//! definitions as they came beside it, and used again while the UNION describes its
-//! columns byte for byte as it did: a statement of the same shape under the same session
-//! variables then costs one statement per datasource and no describe.
+//! statement that describes them exactly: the first shard's select run alone (or, when the
+//! merge computes select items, with `LIMIT 0`). That description is kept here, with a
+//! fingerprint of the UNION's own definitions as they came beside it, and used again while
+//! the UNION describes its columns byte for byte as it did: the same statement (values
+//! included: they can change column flags, `plan::combine::shape`) under the same session
+//! variables then costs one statement per datasource.
 //!
 //! What the UNION's definitions do not carry (the table's key flags) can change without
 //! changing them: an index added outside the proxy. Entries therefore live at most
@@ -36,7 +37,7 @@ pub struct DescribedColumns {
     pub fingerprint: u64,
 }
 
-/// Described answers by statement shape and session ([`ColumnCache::key`]).
+/// Described answers by statement and session ([`ColumnCache::key`]).
 pub struct ColumnCache {
     cache: moka::sync::Cache<u64, Arc<DescribedColumns>>,
 }
@@ -73,8 +74,8 @@ impl ColumnCache {
         self.cache.invalidate_all();
     }
 
-    /// The key of a statement's description: its shape (`shape`, from the planner) and what
-    /// of the session decides how columns are described (`session`: its variables and
+    /// The key of a statement's description: the statement (`shape`, from the planner) and
+    /// what of the session decides how columns are described (`session`: its variables and
     /// current database, hashed by the engine).
     pub fn key(shape: u64, session: u64) -> u64 {
         let mut h = fixed_hasher();
