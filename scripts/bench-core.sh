@@ -2,7 +2,7 @@
 # Benchmarks of the plan -> execute -> merge core (not timed tests), all in one interleaved run:
 #
 #  1. point selects by order id (mariadb-slap, 16 clients): direct MariaDB, the proxy built
-#     from a baseline commit (default d271e34, the last commit before the new core), and the
+#     from a baseline commit (default 1da0878, the last commit before issue 25), and the
 #     proxy built from the working tree;
 #  2. scatters over the 20 shards at 4 and 16 clients: `SELECT COUNT(*) FROM t_order`, a
 #     dashboard's `GROUP BY channel` and a top-10 `ORDER BY created_at DESC LIMIT 10`,
