@@ -303,6 +303,21 @@ async fn a_value_that_changes_how_columns_are_described_is_described_again() {
             }
         }
     }
+    // The same through the session's LAST_INSERT_ID, which `@@identity` reads.
+    let identity = grouped("@@identity = 0");
+    for set in [false, true] {
+        let mut c = h.client().await;
+        let mut r = alone.client().await;
+        if set {
+            c.query_drop("SELECT LAST_INSERT_ID(5)").await.unwrap();
+            r.query_drop("SELECT LAST_INSERT_ID(5)").await.unwrap();
+        }
+        assert_eq!(
+            definitions(&mut c, &identity).await,
+            definitions(&mut r, &identity).await,
+            "{identity} (LAST_INSERT_ID set: {set})"
+        );
+    }
     let impossible = definitions(&mut h.client().await, &grouped("1 = 0")).await;
     let possible = definitions(&mut h.client().await, &grouped("1 = 1")).await;
     assert_ne!(

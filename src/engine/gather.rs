@@ -176,12 +176,11 @@ pub(super) async fn merged(
         crate::protocol::status::relayed(status, columns_status),
     )?;
     let count_all = results.counts_found_rows() && spec.distinct.is_some();
-    // A combined step's rows come as its shards' sorted runs one after another, unless the
-    // server sorted the union.
+    // A combined step's rows come as its shards' sorted runs one after another.
     let unsorted_runs = plan
         .steps
         .iter()
-        .map(|s| plan.combined.as_ref().is_some_and(|c| !c.sorted) && s.shards.len() > 1)
+        .map(|s| plan.combined.is_some() && s.shards.len() > 1)
         .collect();
     let mut m = Merger {
         client,

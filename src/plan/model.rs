@@ -186,9 +186,6 @@ pub struct Combined {
     pub describing: Vec<Step>,
     /// Step 0 of `describing` returns no row (`LIMIT 0`).
     pub describe_only: bool,
-    /// A combined step's rows come in the merge's order (the server sorted the union);
-    /// else, in an ordered read, each shard's sorted run follows the previous one.
-    pub sorted: bool,
     /// The key the engine keeps the description under (shape and session).
     pub key: u64,
     /// The answer's column definitions when the engine holds them: the plan's steps run,

@@ -166,7 +166,7 @@ pub(super) fn plan_merge<I: IndexTable>(
             tracing::trace!(why, "a merged read runs one statement per shard");
             None
         }
-        None => combined_steps(&p, multi, &merge, pushed, &shards),
+        None => combined_steps(&p, multi, pushed, &shards),
     };
     let (steps, combined) = match combined {
         Some((steps, combined)) => (steps, Some(combined)),
@@ -196,7 +196,6 @@ pub(super) fn plan_merge<I: IndexTable>(
 fn combined_steps<I: IndexTable>(
     p: &Planner<'_, '_, I>,
     multi: &MultiShard,
-    merge: &MergeSpec,
     pushed: Option<u64>,
     shards: &[u32],
 ) -> Option<(Vec<Step>, Box<super::model::Combined>)> {
@@ -205,8 +204,8 @@ fn combined_steps<I: IndexTable>(
         .iter()
         .map(|&s| multi_step(p, s, multi, pushed, true, false))
         .collect();
-    let (outer, sorted) = combine::outer_clause(p, multi, merge, pushed);
-    let steps = combine::combine(prefix, bodies.clone(), &outer)?;
+    let outer = combine::outer_clause(p);
+    let steps = combine::combine(prefix, bodies.clone(), outer)?;
     let describe_only = !multi.computed.is_empty();
     let describing = if describe_only {
         // The computed items' types: the first shard's statement with them, `LIMIT 0`.
@@ -217,14 +216,11 @@ fn combined_steps<I: IndexTable>(
         // The first shard alone, as the per-shard plan sends it: its result's columns are
         // the answer's, and its rows part of it.
         let mut describing = vec![multi_step(p, shards[0], multi, pushed, true, true)];
-        describing.extend(combine::combine(prefix, bodies[1..].to_vec(), &outer)?);
+        describing.extend(combine::combine(prefix, bodies[1..].to_vec(), outer)?);
         describing
     };
     let shape = combine::shape(p, shards);
-    Some((
-        steps,
-        combine::combined(describing, describe_only, sorted, shape),
-    ))
+    Some((steps, combine::combined(describing, describe_only, shape)))
 }
 
 /// Order ids nothing resolves, looked for on every shard of the table: the statement runs
