@@ -341,28 +341,7 @@ impl Session {
         if let Execution::Probe { ids, .. } = &plan.execution {
             self.learn_from_probe(plan, ids).await;
         }
-        // Shards, not statements: a merge may send one more describing its columns, and
-        // a combined statement asks several.
-        let reached = match &plan.steps[..] {
-            [one] => one.shards.len().max(1),
-            steps => steps
-                .iter()
-                .flat_map(|s| &s.shards)
-                .collect::<std::collections::BTreeSet<_>>()
-                .len(),
-        };
-        if plan.execution.merge().is_some() && reached > 1 {
-            let how = match &plan.combined {
-                None => "per_shard",
-                Some(c) if plan.steps == c.describing => "describing",
-                Some(_) => "combined",
-            };
-            self.proxy.metrics.count_merged_read(how);
-        }
-        if reached > 1 && plan.execution != Execution::Atomic {
-            let user = (plan.kind == PlanKind::Scatter).then_some(self.user.as_str());
-            self.proxy.metrics.count_fan_out(user, reached);
-        }
+        self.count_reach(plan);
         self.txn.release_idle();
         let status = out.final_status(self.final_status(more));
         let warnings = u16::try_from(out.warnings).unwrap_or(u16::MAX);
@@ -380,6 +359,36 @@ impl Session {
                 info: out.info,
                 session_state: out.session_state,
             })
+        }
+    }
+
+    /// Counts a plan's reach: the shards it read when more than one (not statements: a
+    /// merge may send one more describing its columns, and a combined statement asks
+    /// several), by user for a scatter, and how a merged read was asked.
+    fn count_reach(&self, plan: &Plan) {
+        let reached = match &plan.steps[..] {
+            [one] => one.shards.len().max(1),
+            steps => steps
+                .iter()
+                .flat_map(|s| &s.shards)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+        };
+        if reached < 2 {
+            return;
+        }
+        if plan.execution.merge().is_some() {
+            // The engine runs the describing steps exactly when it holds no description.
+            let how = match &plan.combined {
+                None => "per_shard",
+                Some(c) if c.columns.is_none() => "describing",
+                Some(_) => "combined",
+            };
+            self.proxy.metrics.count_merged_read(how);
+        }
+        if plan.execution != Execution::Atomic {
+            let user = (plan.kind == PlanKind::Scatter).then_some(self.user.as_str());
+            self.proxy.metrics.count_fan_out(user, reached);
         }
     }
 
