@@ -9,6 +9,9 @@ use thiserror::Error;
 pub const ER_CONNECTION_KILLED: u16 = 1927;
 /// ER_NOT_SUPPORTED_YET: a statement the proxy does not route (yet).
 pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
+/// The server runs with an option that prevents the statement (`--read-only`): MariaDB's
+/// answer to a write on a replica, and the proxy's to a write during a split brain.
+pub const ER_OPTION_PREVENTS_STATEMENT: u16 = 1290;
 /// ER_NO_PARTITION_FOR_GIVEN_VALUE: a write the proxy cannot place on a shard.
 pub const ER_NO_PARTITION_FOR_GIVEN_VALUE: u16 = 1526;
 /// ER_TRUNCATED_WRONG_VALUE: an order id that is not a decimal integer.

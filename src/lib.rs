@@ -57,4 +57,5 @@ pub mod server;
 pub mod session_registry;
 pub mod sql;
 pub mod tools;
+pub mod topology;
 pub mod wire;

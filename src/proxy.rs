@@ -32,6 +32,8 @@ pub struct Runtime {
     pub router: Router<MysqlIndexTable>,
     /// Backend pools.
     pub pools: Pools,
+    /// The members of clustered datasources: their probes and roles.
+    pub topology: crate::topology::Topology,
     /// Analyses by statement shape (they depend on the configuration's tables).
     pub analyses: AnalysisCache,
     /// The column definitions of combined scatters' answers, by statement shape and
@@ -52,10 +54,18 @@ impl Runtime {
         target: Target,
         source: Source,
     ) -> Result<ControlConn, crate::error::ProxyError> {
+        // The proxy's own reads and writes go to the primary (a datasource of one server:
+        // its server); with none known, the first member answers what it can.
+        let member = self
+            .topology
+            .cluster(target.datasource)
+            .and_then(|c| c.primary_now())
+            .unwrap_or(0);
         control_connection(
             &self.pools,
             self.config.datasource(target.datasource),
             target,
+            member,
             self.config.server.max_packet_size,
             source,
         )
@@ -82,6 +92,7 @@ impl Runtime {
             client_security,
             router,
             pools: Pools::rebuild(&config, previous.map(|p| &p.pools)),
+            topology: crate::topology::Topology::new(&config, previous.map(|p| &p.topology)),
             analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
             columns: crate::merge::columns::ColumnCache::new(config.server.analysis_cache_capacity),
             generation: previous.map_or(1, |p| p.generation + 1),
@@ -93,8 +104,8 @@ impl Runtime {
 /// Whether two datasource definitions reach the same server as the same account and
 /// database (pool sizes and timeouts aside).
 pub fn same_server(a: &crate::config::Datasource, b: &crate::config::Datasource) -> bool {
-    (&a.name, &a.address, &a.user, &a.password, &a.database)
-        == (&b.name, &b.address, &b.user, &b.password, &b.database)
+    (&a.name, &a.members, &a.user, &a.password, &a.database)
+        == (&b.name, &b.members, &b.user, &b.password, &b.database)
 }
 
 /// State shared by every session of one proxy process.

@@ -17,7 +17,8 @@ pub struct Running {
     /// The session's configuration.
     pub config: std::sync::Arc<crate::config::Config>,
     /// The datasources (in that configuration) and backend thread (connection) ids.
-    pub threads: Vec<(DatasourceId, u32)>,
+    /// (datasource, member, backend thread id) each.
+    pub threads: Vec<(DatasourceId, usize, u32)>,
 }
 
 /// What other sessions may know of one session.

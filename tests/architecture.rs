@@ -324,8 +324,9 @@ const LAYERS: &[&[&str]] = &[
     // Per-datasource pools; the router; SQL rewriting; the client connection (its stream,
     // handshake and the encoding of replies).
     &["backend", "route", "rewrite", "wire"],
-    // The pure planner; id issuance; the legacy-id tools.
-    &["plan", "issuance", "legacy"],
+    // The pure planner; id issuance; the legacy-id tools; the members of clustered
+    // datasources.
+    &["plan", "issuance", "legacy", "topology"],
     &["execute"],
     // The state sessions share.
     &["proxy"],

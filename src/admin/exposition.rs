@@ -26,6 +26,7 @@ pub fn render(proxy: &Proxy) -> String {
     let rt = proxy.runtime();
     routes(&mut r, &rt);
     pools(&mut r, &rt);
+    topology(&mut r, &rt);
     issuance(&mut r, proxy, &rt);
 
     let info = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
@@ -110,6 +111,104 @@ fn routes(r: &mut Registry, rt: &Runtime) {
     }
 }
 
+/// The members of clustered datasources (issue 26): up, role, lag, split brain, and the
+/// reads, causal waits and retried writes their datasource counted.
+fn topology(r: &mut Registry, rt: &Runtime) {
+    use crate::topology::view::{Primary, Role};
+    type Labels = Vec<(&'static str, String)>;
+    let (up, role, split) = (
+        Family::<Labels, Gauge>::default(),
+        Family::<Labels, Gauge>::default(),
+        Family::<Labels, Gauge>::default(),
+    );
+    let lag = Family::<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    let (reads, waits, retries) = (
+        Family::<Labels, Counter>::default(),
+        Family::<Labels, Counter>::default(),
+        Family::<Labels, Counter>::default(),
+    );
+    for cluster in rt.topology.clusters() {
+        let view = cluster.view();
+        let ds = || ("datasource", cluster.name.clone());
+        for (member, seen) in cluster.members.iter().zip(&view.members) {
+            let labels = vec![ds(), ("member", member.address.clone())];
+            up.get_or_create(&labels)
+                .set(i64::from(!matches!(seen.role, Role::Down | Role::Unknown)));
+            // 1 primary, 0 replica, -1 anything else (down, read-only without
+            // replication, writable beside another).
+            let code = match seen.role {
+                Role::Primary => 1,
+                Role::Replica => 0,
+                _ => -1,
+            };
+            role.get_or_create(&labels).set(code);
+            let seconds = match (seen.role, seen.lag) {
+                (Role::Replica, Some(l)) => l.as_secs_f64(),
+                (Role::Replica, None) => f64::INFINITY,
+                _ => 0.0,
+            };
+            if seen.role == Role::Replica {
+                lag.get_or_create(&labels).set(seconds);
+            }
+        }
+        split
+            .get_or_create(&vec![ds()])
+            .set(i64::from(matches!(view.primary, Primary::SplitBrain(_))));
+        let c = &cluster.counters;
+        let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        reads
+            .get_or_create(&vec![ds(), ("role", "primary".into())])
+            .inc_by(n(&c.primary_reads));
+        reads
+            .get_or_create(&vec![ds(), ("role", "replica".into())])
+            .inc_by(n(&c.replica_reads));
+        waits
+            .get_or_create(&vec![ds(), ("result", "caught_up".into())])
+            .inc_by(n(&c.causal_caught_up));
+        waits
+            .get_or_create(&vec![ds(), ("result", "timed_out".into())])
+            .inc_by(n(&c.causal_timed_out));
+        retries
+            .get_or_create(&vec![ds()])
+            .inc_by(n(&c.writes_retried));
+    }
+    r.register(
+        "member_up",
+        "Whether a member of a clustered datasource answered its last probe (1) or not (0)",
+        up,
+    );
+    r.register(
+        "member_role",
+        "A member's role by its last probe: 1 primary, 0 replica, -1 other (down, read-only without replication, one of several writable)",
+        role,
+    );
+    r.register(
+        "member_lag_seconds",
+        "A replica's replication lag in seconds by its last probe; +Inf when replication is stopped or broken",
+        lag,
+    );
+    r.register(
+        "split_brain",
+        "1 while more than one member of the datasource is writable (its writes are refused)",
+        split,
+    );
+    r.register(
+        "reads",
+        "Reads on clustered datasources, by the role of the member that served them",
+        reads,
+    );
+    r.register(
+        "causal_waits",
+        "Reads that waited on a replica for the session's writes (MASTER_GTID_WAIT), by result",
+        waits,
+    );
+    r.register(
+        "write_retries",
+        "Statements run again after a primary refused them as read-only or could not be reached before they were sent",
+        retries,
+    );
+}
+
 /// Backend connections, sizes, checkout waits and connect errors per datasource and pool
 /// (`main`, `found_rows`), and whether each datasource is up: what the pool alerts of
 /// `docker/prometheus/alerts.yml` need.
@@ -121,10 +220,13 @@ fn pools(r: &mut Registry, rt: &Runtime) {
     let (waits, timeouts, connect_errors) = (counters(), counters(), counters());
     let up = gauges();
     for p in &report {
-        let labels = vec![
+        let mut labels = vec![
             ("datasource", p.datasource.clone()),
             ("pool", p.pool.to_owned()),
         ];
+        if p.clustered {
+            labels.push(("member", p.member.clone()));
+        }
         let with_state = |state: &str| {
             let mut l = labels.clone();
             l.push(("state", state.to_owned()));
@@ -145,7 +247,11 @@ fn pools(r: &mut Registry, rt: &Runtime) {
         if p.pool == "main" {
             // As SHOW ROUTEKEY SHARDS says it: down when the main pool has no connection
             // and its last connect attempt failed; a pool never used yet counts as up.
-            let down = p.open == 0 && !p.last_error.is_empty();
+            let down = match rt.topology.clusters().find(|c| c.name == p.datasource) {
+                // A clustered datasource is up while a primary is known.
+                Some(cluster) => cluster.primary_now().is_none(),
+                None => p.open == 0 && !p.last_error.is_empty(),
+            };
             up.get_or_create(&vec![("datasource", p.datasource.clone())])
                 .set(i64::from(!down));
         }

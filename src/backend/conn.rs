@@ -37,6 +37,9 @@ pub struct Diagnostic {
 pub struct BackendConn {
     stream: PacketStream<BackendStream>,
     datasource: DatasourceId,
+    /// Which member of the datasource it reaches (index into its `members`; 0 for a
+    /// datasource of one server).
+    member: usize,
     /// The backend's thread id.
     thread_id: u32,
     /// The version string of the backend's greeting.
@@ -203,6 +206,7 @@ impl BackendConn {
         Ok(Self {
             stream,
             datasource: id,
+            member: 0,
             thread_id: handshake.connection_id(),
             server_version: handshake.server_version_str().into_owned(),
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
@@ -218,6 +222,16 @@ impl BackendConn {
     /// The datasource this connection belongs to.
     pub fn datasource(&self) -> DatasourceId {
         self.datasource
+    }
+
+    /// Which member of its datasource it reaches (0 for a datasource of one server).
+    pub fn member(&self) -> usize {
+        self.member
+    }
+
+    /// Records which member it reaches (its pool knows).
+    pub fn set_member(&mut self, member: usize) {
+        self.member = member;
     }
 
     /// The backend's thread id (what `KILL` on the backend names).

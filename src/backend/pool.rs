@@ -1,5 +1,6 @@
-//! Pools of backend connections (bb8): one per datasource and per value of the connection
-//! flags that change results (CLIENT_FOUND_ROWS).
+//! Pools of backend connections (bb8): one per member of each datasource (its one server,
+//! or each of its `members`) and per value of the connection flags that change results
+//! (CLIENT_FOUND_ROWS).
 //!
 //! bb8 runs nothing when a connection comes back, so sessions reset or drop what they
 //! leave dirty themselves (see `engine::session`). `test_on_check_out` is off: a clean
@@ -18,10 +19,12 @@ use super::conn::BackendConn;
 use crate::config::{Config, Datasource, DatasourceId};
 use crate::error::ProxyError;
 
-/// Opens connections to one datasource for bb8.
+/// Opens connections to one member of a datasource for bb8.
 pub struct BackendManager {
+    /// The datasource as the member is reached ([`Datasource::member`]).
     datasource: Datasource,
     id: DatasourceId,
+    member: usize,
     found_rows: bool,
     max_packet: usize,
     /// The datasource's TLS client, built once per pool (TLS sessions resume across its
@@ -46,7 +49,10 @@ impl ManageConnection for BackendManager {
             // Builds it again, to report its error as a connect error.
             Err(_) => BackendConn::connect(ds, id, self.found_rows, self.max_packet).await,
         };
-        conn.map(Box::new)
+        conn.map(|mut c| {
+            c.set_member(self.member);
+            Box::new(c)
+        })
     }
 
     async fn is_valid(&self, conn: &mut Box<BackendConn>) -> Result<(), ProxyError> {
@@ -89,6 +95,8 @@ struct DatasourcePool {
     errors: watch::Receiver<String>,
     connect_errors: Arc<AtomicU64>,
     name: String,
+    /// The member's address.
+    member: String,
     checkout_timeout: std::time::Duration,
     /// Its series of the checkout-wait histogram.
     wait: Histogram,
@@ -101,14 +109,11 @@ pub type PooledConn = PooledConnection<'static, BackendManager>;
 
 /// All pools of the proxy.
 pub struct Pools {
-    /// By datasource, the main pool then the found-rows one ([`slot`]).
+    /// By datasource, by member, the main pool then the found-rows one ([`Pools::slot`]).
     pools: Vec<DatasourcePool>,
+    /// Where each datasource's pools start in `pools`.
+    first: Vec<usize>,
     waits: WaitHistograms,
-}
-
-/// Where the pool of `datasource` (`found_rows`: the found-rows one) is in [`Pools::pools`].
-fn slot(datasource: DatasourceId, found_rows: bool) -> usize {
-    usize::from(datasource.0) * 2 + usize::from(found_rows)
 }
 
 /// Histograms of pool checkout waits (seconds) by `datasource` label.
@@ -130,68 +135,101 @@ impl Pools {
             |p| p.waits.clone(),
         );
         let mut pools = Vec::with_capacity(config.datasources.len() * 2);
-        for (i, ds) in config.datasources.iter().enumerate() {
+        let mut first = Vec::with_capacity(config.datasources.len());
+        for (i, whole) in config.datasources.iter().enumerate() {
+            first.push(pools.len());
             let id = DatasourceId(i as u16);
-            let built_from = (ds.clone(), config.server.max_packet_size);
-            for found_rows in [false, true] {
-                let kept = previous
-                    .and_then(|p| p.pools.get(slot(id, found_rows)))
-                    .filter(|p| p.built_from == built_from);
-                if let Some(kept) = kept {
-                    pools.push(kept.clone());
-                    continue;
-                }
-                let (tx, rx) = watch::channel(String::new());
-                let connect_errors = Arc::new(AtomicU64::new(0));
-                let pool = Pool::builder()
-                    .max_size(ds.pool_size)
-                    .connection_timeout(ds.checkout_timeout)
-                    .idle_timeout(Some(ds.idle_timeout))
-                    .test_on_check_out(false)
-                    // The most recently used connection first: warm, and its prepared
-                    // statements and session settings most likely to fit.
-                    .queue_strategy(bb8::QueueStrategy::Lifo)
-                    .error_sink(Box::new(ConnectErrors(
-                        Arc::new(tx),
-                        connect_errors.clone(),
-                    )))
-                    .build_unchecked(BackendManager {
-                        datasource: ds.clone(),
-                        id,
-                        found_rows,
-                        max_packet: config.server.max_packet_size,
-                        tls: super::tls::connector(ds),
+            for (member, ds) in (0..whole.members.len()).map(|m| (m, whole.member(m))) {
+                let built_from = (ds.clone(), config.server.max_packet_size);
+                for found_rows in [false, true] {
+                    let kept = previous
+                        .and_then(|p| p.slot(id, member, found_rows))
+                        .and_then(|at| previous.map(|p| &p.pools[at]))
+                        .filter(|p| p.built_from == built_from);
+                    if let Some(kept) = kept {
+                        pools.push(kept.clone());
+                        continue;
+                    }
+                    let (tx, rx) = watch::channel(String::new());
+                    let connect_errors = Arc::new(AtomicU64::new(0));
+                    let pool = Pool::builder()
+                        .max_size(ds.pool_size)
+                        .connection_timeout(ds.checkout_timeout)
+                        .idle_timeout(Some(ds.idle_timeout))
+                        .test_on_check_out(false)
+                        // The most recently used connection first: warm, and its prepared
+                        // statements and session settings most likely to fit.
+                        .queue_strategy(bb8::QueueStrategy::Lifo)
+                        .error_sink(Box::new(ConnectErrors(
+                            Arc::new(tx),
+                            connect_errors.clone(),
+                        )))
+                        .build_unchecked(BackendManager {
+                            datasource: ds.clone(),
+                            id,
+                            member,
+                            found_rows,
+                            max_packet: config.server.max_packet_size,
+                            tls: super::tls::connector(&ds),
+                        });
+                    pools.push(DatasourcePool {
+                        pool,
+                        errors: rx,
+                        connect_errors,
+                        name: ds.name.clone(),
+                        member: ds.address.clone(),
+                        checkout_timeout: ds.checkout_timeout,
+                        wait: waits
+                            .get_or_create(&vec![("datasource", ds.name.clone())])
+                            .clone(),
+                        built_from: built_from.clone(),
                     });
-                pools.push(DatasourcePool {
-                    pool,
-                    errors: rx,
-                    connect_errors,
-                    name: ds.name.clone(),
-                    checkout_timeout: ds.checkout_timeout,
-                    wait: waits
-                        .get_or_create(&vec![("datasource", ds.name.clone())])
-                        .clone(),
-                    built_from: built_from.clone(),
-                });
+                }
             }
         }
-        Self { pools, waits }
+        Self {
+            pools,
+            first,
+            waits,
+        }
     }
 
-    /// A connection to `datasource`. Waits at most the datasource's checkout timeout; fails
-    /// at once with the connect error when the datasource has no live connection and a
-    /// connect attempt fails.
+    /// Where the pool of `member` of `datasource` (`found_rows`: the found-rows one) is in
+    /// `pools`, if it has one.
+    fn slot(&self, datasource: DatasourceId, member: usize, found_rows: bool) -> Option<usize> {
+        let at = self.first.get(usize::from(datasource.0))? + member * 2 + usize::from(found_rows);
+        let end = self
+            .first
+            .get(usize::from(datasource.0) + 1)
+            .copied()
+            .unwrap_or(self.pools.len());
+        (at < end).then_some(at)
+    }
+
+    fn pool(
+        &self,
+        datasource: DatasourceId,
+        member: usize,
+        found_rows: bool,
+    ) -> Option<&DatasourcePool> {
+        self.slot(datasource, member, found_rows)
+            .map(|at| &self.pools[at])
+    }
+
+    /// A connection to `member` of `datasource` (0: the datasource's one server). Waits at
+    /// most the datasource's checkout timeout; fails at once with the connect error when
+    /// the member has no live connection and a connect attempt fails.
     pub async fn get(
         &self,
         datasource: DatasourceId,
+        member: usize,
         found_rows: bool,
     ) -> Result<PooledConn, ProxyError> {
-        let p = self
-            .pools
-            .get(slot(datasource, found_rows))
-            .ok_or_else(|| {
-                ProxyError::Internal(format!("no pool for datasource {datasource:?}"))
-            })?;
+        let p = self.pool(datasource, member, found_rows).ok_or_else(|| {
+            ProxyError::Internal(format!(
+                "no pool for datasource {datasource:?} member {member}"
+            ))
+        })?;
         let started = std::time::Instant::now();
         let done = |result: Result<PooledConn, RunError<ProxyError>>| {
             p.wait.observe(started.elapsed().as_secs_f64());
@@ -225,10 +263,10 @@ impl Pools {
         }
     }
 
-    /// Whether every connection of the datasource's main pool is in use (the pool is at
-    /// its size): the datasource answered them, and a checkout would only wait.
-    pub fn saturated(&self, datasource: DatasourceId) -> bool {
-        self.pools.get(slot(datasource, false)).is_some_and(|p| {
+    /// Whether every connection of the main pool of `member` of `datasource` is in use
+    /// (the pool is at its size): the member answered them, and a checkout would only wait.
+    pub fn saturated(&self, datasource: DatasourceId, member: usize) -> bool {
+        self.pool(datasource, member, false).is_some_and(|p| {
             let state = p.pool.state();
             state.idle_connections == 0 && state.connections >= p.built_from.0.pool_size
         })
@@ -238,15 +276,15 @@ impl Pools {
     /// takes several connections of one datasource at once (a scatter) takes no more, or it
     /// would wait for the ones it holds itself until the checkout timeout.
     pub fn capacity(&self, datasource: DatasourceId, found_rows: bool) -> usize {
-        self.pools
-            .get(slot(datasource, found_rows))
+        self.pool(datasource, 0, found_rows)
             .map_or(1, |p| p.built_from.0.pool_size as usize)
     }
 
-    /// How many checkouts from the pool of `datasource` would not wait for another
-    /// session's connection now: the idle connections, and the ones it may still open.
-    pub fn available(&self, datasource: DatasourceId, found_rows: bool) -> usize {
-        self.pools.get(slot(datasource, found_rows)).map_or(0, |p| {
+    /// How many checkouts from the pool of `member` of `datasource` would not wait for
+    /// another session's connection now: the idle connections, and the ones it may still
+    /// open.
+    pub fn available(&self, datasource: DatasourceId, member: usize, found_rows: bool) -> usize {
+        self.pool(datasource, member, found_rows).map_or(0, |p| {
             let state = p.pool.state();
             let room = p.built_from.0.pool_size.saturating_sub(state.connections);
             (state.idle_connections + room) as usize
@@ -275,6 +313,10 @@ impl Pools {
 pub struct PoolReport {
     /// The datasource's name.
     pub datasource: String,
+    /// The member's address (`host:port`).
+    pub member: String,
+    /// Its datasource is configured with `members` (metrics label its pools by member).
+    pub clustered: bool,
     /// `main`, or `found_rows` (connections opened with CLIENT_FOUND_ROWS for the clients
     /// that ask for it).
     pub pool: &'static str,
@@ -301,9 +343,19 @@ impl Pools {
             .iter()
             .enumerate()
             .map(|(i, p)| {
+                // Pools come in pairs (main, found_rows) within each member.
+                let i = i - self
+                    .first
+                    .iter()
+                    .rev()
+                    .find(|&&f| f <= i)
+                    .copied()
+                    .unwrap_or(0);
                 let s = p.pool.state();
                 PoolReport {
                     datasource: p.name.clone(),
+                    member: p.member.clone(),
+                    clustered: p.built_from.0.cluster,
                     pool: if i % 2 == 1 { "found_rows" } else { "main" },
                     size: p.built_from.0.pool_size,
                     open: s.connections,

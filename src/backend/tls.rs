@@ -194,6 +194,8 @@ mod tests {
         Datasource {
             name: "ds0".into(),
             address: address.into(),
+            members: vec![address.into()],
+            cluster: false,
             user: "u".into(),
             password: String::new(),
             database: None,

@@ -60,6 +60,8 @@ pub struct Config {
     pub admin: Admin,
     /// What the logs say of statements.
     pub log: LogConfig,
+    /// How the members of clustered datasources are probed and used (`[topology]`).
+    pub topology: TopologySettings,
     /// Keys set by `ROUTEKEY_...` environment overrides ([`mod@env`]), dotted; empty when none.
     pub overrides: Vec<String>,
 }
@@ -279,6 +281,13 @@ pub struct User {
     /// table the user reaches (a sharded table's rows each to their shard); otherwise (the
     /// default, as drivers keep it off too) refused with 4166.
     pub load_data_local: bool,
+    /// Where this user's reads go on a datasource with replicas (`reads`, default
+    /// `primary`); a `/*read='primary'*/` or `/*read='replica'*/` hint overrides it for one
+    /// statement.
+    pub reads: Reads,
+    /// Whether a read from a replica must see the session's own earlier writes
+    /// (`consistency`, default `session`).
+    pub consistency: Consistency,
 }
 
 impl User {
@@ -296,6 +305,65 @@ impl User {
             databases: Vec::new(),
             process: false,
             load_data_local: false,
+            reads: Reads::Primary,
+            consistency: Consistency::Session,
+        }
+    }
+}
+
+/// Where a user's reads go on a datasource whose `members` include replicas (issue 26).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reads {
+    /// The primary, as every statement (default).
+    #[default]
+    Primary,
+    /// A healthy replica, for reads outside a read-write transaction that need no one
+    /// connection (locking reads, statements that pin stay on the primary); the primary
+    /// when no replica can serve.
+    Replica,
+}
+
+/// What a read served by a replica must have seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Consistency {
+    /// The session's own committed writes on that datasource (its GTIDs): a replica that
+    /// has not applied them is waited for up to `topology.causal_wait`, else the primary
+    /// reads (default).
+    #[default]
+    Session,
+    /// Whatever the replica has applied.
+    Eventual,
+}
+
+/// `[topology]`: the probes of clustered datasources' members and the bounds of failover
+/// and causal reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopologySettings {
+    /// Time between two probes of a member (default 1 s).
+    pub probe_interval: Duration,
+    /// Bound on one probe, connect included (default 1 s); a member whose probe runs over
+    /// is down for that round.
+    pub probe_timeout: Duration,
+    /// How long a write waits for a primary to be known (none writable: a failover under
+    /// way) before it fails (default 10 s).
+    pub failover_wait: Duration,
+    /// A replica further behind (or with replication stopped) gets no reads (default 5 s).
+    pub max_replica_lag: Duration,
+    /// How long a read waits on a replica for the session's writes (`MASTER_GTID_WAIT`)
+    /// before the primary reads instead (default 50 ms).
+    pub causal_wait: Duration,
+}
+
+impl Default for TopologySettings {
+    fn default() -> Self {
+        Self {
+            probe_interval: Duration::from_secs(1),
+            probe_timeout: Duration::from_secs(1),
+            failover_wait: Duration::from_secs(10),
+            max_replica_lag: Duration::from_secs(5),
+            causal_wait: Duration::from_millis(50),
         }
     }
 }
@@ -353,8 +421,14 @@ pub enum UnresolvedReads {
 pub struct Datasource {
     /// Name used in the shard map (`ds0`).
     pub name: String,
-    /// `host:port`.
+    /// `host:port`: the only server (`address`), or the first of `members` (what a
+    /// member's own view of the datasource, [`Datasource::member`], names).
     pub address: String,
+    /// Its servers, `host:port` each: `[address]`, or `members` in the order written.
+    pub members: Vec<String>,
+    /// Configured with `members`: the members are probed and the primary is whichever is
+    /// writable (issue 26). A datasource with `address` alone is one server, never probed.
+    pub cluster: bool,
     /// Backend account.
     pub user: String,
     /// Backend password (from `password`, `password_env` or `password_file`).
@@ -396,6 +470,19 @@ pub enum BackendTls {
     /// As `verify_ca`, and the certificate must name the host (or IP address) of
     /// `address` (`VERIFY_IDENTITY`).
     VerifyIdentity,
+}
+
+impl Datasource {
+    /// The datasource as its member `member` (index into [`Datasource::members`]) is
+    /// reached: the same settings, `address` that member's. Connections and their errors
+    /// name the server they reach.
+    pub fn member(&self, member: usize) -> Datasource {
+        let mut one = self.clone();
+        if let Some(address) = self.members.get(member) {
+            one.address.clone_from(address);
+        }
+        one
+    }
 }
 
 impl BackendTls {

@@ -29,6 +29,51 @@ pub struct RawConfig {
     pub admin: RawAdmin,
     #[serde(default)]
     pub log: RawLog,
+    #[serde(default)]
+    pub topology: RawTopology,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTopology {
+    #[serde(default = "default_probe_interval", with = "humantime_serde")]
+    pub probe_interval: Duration,
+    #[serde(default = "default_probe_interval", with = "humantime_serde")]
+    pub probe_timeout: Duration,
+    #[serde(default = "default_failover_wait", with = "humantime_serde")]
+    pub failover_wait: Duration,
+    #[serde(default = "default_max_replica_lag", with = "humantime_serde")]
+    pub max_replica_lag: Duration,
+    #[serde(default = "default_causal_wait", with = "humantime_serde")]
+    pub causal_wait: Duration,
+}
+
+impl Default for RawTopology {
+    fn default() -> Self {
+        Self {
+            probe_interval: default_probe_interval(),
+            probe_timeout: default_probe_interval(),
+            failover_wait: default_failover_wait(),
+            max_replica_lag: default_max_replica_lag(),
+            causal_wait: default_causal_wait(),
+        }
+    }
+}
+
+fn default_probe_interval() -> Duration {
+    Duration::from_secs(1)
+}
+
+fn default_failover_wait() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_max_replica_lag() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_causal_wait() -> Duration {
+    Duration::from_millis(50)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -195,6 +240,9 @@ pub struct RawUser {
     pub process: bool,
     #[serde(default)]
     pub load_data_local: bool,
+    #[serde(default)]
+    pub reads: super::model::Reads,
+    pub consistency: Option<super::model::Consistency>,
 }
 
 fn allow() -> super::model::Scatter {
@@ -208,7 +256,8 @@ fn refuse() -> super::model::Scatter {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawDatasource {
-    pub address: Spanned<String>,
+    pub address: Option<Spanned<String>>,
+    pub members: Option<Spanned<Vec<String>>>,
     pub user: String,
     pub password: Option<String>,
     pub password_env: Option<String>,
@@ -227,6 +276,17 @@ pub struct RawDatasource {
     #[serde(default)]
     pub tls: super::model::BackendTls,
     pub tls_ca_file: Option<String>,
+}
+
+impl RawDatasource {
+    /// Where the datasource's servers are written (`address` or `members`), for errors.
+    pub fn span(&self) -> Option<std::ops::Range<usize>> {
+        match (&self.address, &self.members) {
+            (Some(a), _) => Some(a.span()),
+            (None, Some(m)) => Some(m.span()),
+            (None, None) => None,
+        }
+    }
 }
 
 fn default_query_timeout() -> Duration {

@@ -14,6 +14,7 @@ mod characteristics;
 mod checks;
 pub mod command;
 mod explain;
+mod failover;
 mod gather;
 mod ids;
 mod load;
@@ -33,5 +34,6 @@ mod statement;
 mod statement_log;
 #[cfg(test)]
 mod tests;
+mod topology;
 
 pub use query::kill_running_statement;

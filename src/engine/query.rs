@@ -319,6 +319,8 @@ impl Session {
             Command::ShowCallers => self.show_callers(client, more),
             Command::ShowRouteShards => self.show_route_shards(client, more),
             Command::ShowRoutePools => self.show_route_pools(client, more),
+            Command::ShowRouteTopology => self.show_route_topology(client, more),
+            Command::WriteToken { column } => self.write_token(client, &column, more),
             Command::NextOrderId { region, column } => match region {
                 RegionArg::Missing => self.next_order_id(client, None, &column, more).await,
                 RegionArg::Literal(r) => self.next_order_id(client, Some(&r), &column, more).await,
@@ -525,21 +527,25 @@ pub async fn kill_running_statement(
         // The datasources as the target session knows them: a reload may have renumbered
         // or removed datasources since its statement began.
         let config = &running.config;
-        let kills = running.threads.iter().map(|&(ds, thread)| async move {
-            let datasource = config.datasource(ds).clone();
-            let mut conn = crate::execute::control::own_connection(
-                &datasource,
-                Target::primary(ds),
-                config.server.max_packet_size,
-            )
-            .await?;
-            // The statement may have ended meanwhile: the thread is then idle and KILL
-            // QUERY does nothing (or the thread is gone: 1094, ignored).
-            let _ = conn
-                .execute(format!("KILL QUERY {thread}").as_bytes())
-                .await;
-            Ok::<(), ProxyError>(())
-        });
+        let kills = running
+            .threads
+            .iter()
+            .map(|&(ds, member, thread)| async move {
+                let datasource = config.datasource(ds).clone();
+                let mut conn = crate::execute::control::own_connection(
+                    &datasource,
+                    Target::primary(ds),
+                    member,
+                    config.server.max_packet_size,
+                )
+                .await?;
+                // The statement may have ended meanwhile: the thread is then idle and KILL
+                // QUERY does nothing (or the thread is gone: 1094, ignored).
+                let _ = conn
+                    .execute(format!("KILL QUERY {thread}").as_bytes())
+                    .await;
+                Ok::<(), ProxyError>(())
+            });
         for result in futures_util::future::join_all(kills).await {
             result?;
         }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::session::Session;
 use super::statement::Prepared;
 use crate::error::{ER_STATEMENT_TIMEOUT, ProxyError};
-use crate::execute::Target;
 use crate::execute::results::Extras;
+use crate::execute::{Access, Target};
 use crate::execute::{Binding, Results};
 use crate::plan::{Execution, Plan, PlanKind};
 use crate::protocol::packets::OkInfo;
@@ -21,6 +21,39 @@ impl Session {
     /// Runs a plan and writes its result: the plan's effects (counters, cache fills, index
     /// rows), then its steps, relayed or merged; the session's bookkeeping after.
     pub(super) async fn execute(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        s: &Prepared<'_>,
+        binding: Option<&Binding<'_>>,
+        more: MoreResults,
+    ) -> Result<(), ProxyError> {
+        if self.rt.topology.is_empty() {
+            return self.execute_plan(client, plan, s, binding, more).await;
+        }
+        // Datasources with replicas: where this statement's reads may go.
+        let after = match &s.hints.after {
+            Some(token) => crate::topology::token::decode(token, &self.rt.config).map_err(|e| {
+                ProxyError::client(
+                    crate::error::ER_WRONG_ARGUMENTS,
+                    b"HY000",
+                    format!("after hint: {e}"),
+                )
+            })?,
+            None => Vec::new(),
+        };
+        self.txn.set_after(after);
+        self.statement_reads = s.hints.read;
+        self.step_access = step_access(plan, s);
+        let done = self.execute_plan(client, plan, s, binding, more).await;
+        self.txn.set_after(Vec::new());
+        self.statement_reads = None;
+        self.step_access = Access::Primary;
+        done
+    }
+
+    /// [`Session::execute`] once the statement's reads are placed.
+    async fn execute_plan(
         &mut self,
         client: &mut Client,
         plan: &Plan,
@@ -137,6 +170,34 @@ impl Session {
         extras: Extras,
         more: MoreResults,
     ) -> Result<Ran, ProxyError> {
+        if self.rt.topology.is_empty() {
+            return self
+                .run_plan_once(client, plan, binding, extras, more)
+                .await;
+        }
+        let mut retry = super::failover::Retry::new(self, plan);
+        loop {
+            let written = client.stream.packets_written();
+            let ran = self
+                .run_plan_once(client, plan, binding, extras, more)
+                .await;
+            let untouched =
+                written == client.stream.packets_written() && client.held_back.is_none();
+            if !retry.again(self, plan, &ran, untouched).await {
+                return ran;
+            }
+        }
+    }
+
+    /// [`Session::run_plan`], one attempt.
+    async fn run_plan_once(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        binding: Option<&Binding<'_>>,
+        extras: Extras,
+        more: MoreResults,
+    ) -> Result<Ran, ProxyError> {
         match &plan.execution {
             Execution::Atomic => self.run_atomic(client, plan, binding, extras, more).await,
             Execution::Relay | Execution::Merge(_) | Execution::Probe { .. } => {
@@ -244,8 +305,10 @@ impl Session {
         let handle = self.handle.clone();
         let rt = self.rt.clone();
         let config = rt.config.clone();
+        let access = self.step_access;
         let (txn, wants) = self.parts();
-        let mut results = Results::start(plan, txn, &wants, binding, extras, parallel).await?;
+        let mut results =
+            Results::start(plan, txn, &wants, binding, extras, parallel, access).await?;
         handle.set_running(Some(crate::session_registry::Running {
             config,
             threads: results.threads(),
@@ -304,7 +367,7 @@ impl Session {
         };
         if plan.write {
             if let Some(first) = plan.steps.first() {
-                self.txn.record_write(first.datasource);
+                self.record_write(first.datasource);
             }
         }
         if let Some(on) = ran.autocommit_read {
@@ -342,6 +405,7 @@ impl Session {
             self.learn_from_probe(plan, ids).await;
         }
         self.count_reach(plan);
+        self.txn.settle().await;
         self.txn.release_idle();
         let status = out.final_status(self.final_status(more));
         let warnings = u16::try_from(out.warnings).unwrap_or(u16::MAX);
@@ -526,4 +590,15 @@ fn backend_error_code(e: &ProxyError) -> Option<String> {
         ProxyError::Io(_) => Some("io".to_owned()),
         _ => None,
     }
+}
+
+/// How a data statement's steps reach a clustered datasource: `Read` (a replica may answer)
+/// for a SELECT that writes nothing, pins nothing and takes no lock
+/// ([`crate::sql::reads::replica_may_answer`]); `Primary` for everything else.
+fn step_access(plan: &Plan, s: &Prepared<'_>) -> Access {
+    let reads = !plan.write
+        && s.analysis.verb == Verb::Select
+        && !s.analysis.pins
+        && crate::sql::reads::replica_may_answer(s.text.sql, s.text.tokens);
+    if reads { Access::Read } else { Access::Primary }
 }

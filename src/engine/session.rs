@@ -61,6 +61,14 @@ pub struct Session {
     /// What its statements are checked against: the user's scope and the memo of shapes
     /// that passed ([`Checks`]).
     pub(super) checks: Checks,
+    /// The user's `reads` and whether its replica reads are causal (`consistency =
+    /// "session"`), as configured at login.
+    pub(super) user_reads: (crate::config::Reads, bool),
+    /// The running data statement's `/*read=...*/` hint, if any.
+    pub(super) statement_reads: Option<crate::config::Reads>,
+    /// How the running data statement's steps reach their datasources: `Read` when it
+    /// only reads and needs no one connection (a replica may serve it), else `Primary`.
+    pub(super) step_access: crate::execute::Access,
 }
 
 impl Session {
@@ -82,7 +90,19 @@ impl Session {
         let handle = proxy.sessions.register(id, &user, &host);
         let rt = proxy.runtime();
         let checks = Checks::new(&proxy, &rt, &user, &host);
+        let user_reads = rt
+            .config
+            .user(&user)
+            .map_or((crate::config::Reads::Primary, true), |u| {
+                (
+                    u.reads,
+                    u.consistency == crate::config::Consistency::Session,
+                )
+            });
         Self {
+            user_reads,
+            statement_reads: None,
+            step_access: crate::execute::Access::Primary,
             user_at_host: format!("{user}@{host}").into(),
             current_user: format!("{user}@%").into(),
             checks,
@@ -197,8 +217,18 @@ impl Session {
             autocommit: self.state.autocommit,
             found_rows: self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS),
             session: Some(&self.handle),
+            topology: &self.rt.topology,
+            reads: self.statement_reads.unwrap_or(self.user_reads.0),
+            causal: self.user_reads.1,
         };
         (&mut self.txn, wants)
+    }
+
+    /// Records a write of the session on `ds` ([`Transaction::record_write`]): on a
+    /// clustered datasource, its GTID is read when it commits.
+    pub(super) fn record_write(&mut self, ds: crate::config::DatasourceId) {
+        let clustered = self.rt.topology.cluster(ds).is_some();
+        self.txn.record_write(ds, clustered);
     }
 
     /// The connection to `target` this session uses (every access the engine makes

@@ -64,9 +64,10 @@ impl DerefMut for ControlConn {
     }
 }
 
-/// A connection to `target`'s datasource (`datasource`: its configuration, as the caller's
-/// configuration snapshot has it) for one of the proxy's own accesses, taken as `source`
-/// says. `max_packet`: the largest packet the connection accepts (bytes).
+/// A connection to `member` of `target`'s datasource (`datasource`: its configuration, as
+/// the caller's configuration snapshot has it; the member as the caller chose it from the
+/// topology, 0 for a datasource of one server) for one of the proxy's own accesses, taken
+/// as `source` says. `max_packet`: the largest packet the connection accepts (bytes).
 ///
 /// # Errors
 /// The datasource cannot be reached ([`ProxyError::Unavailable`]) or its pool has no
@@ -75,35 +76,44 @@ pub async fn control_connection(
     pools: &Pools,
     datasource: &Datasource,
     target: Target,
+    member: usize,
     max_packet: usize,
     source: Source,
 ) -> Result<ControlConn, ProxyError> {
     let id = target.datasource;
     let own = match source {
         Source::Pool => false,
-        Source::PoolUnlessBusy => pools.saturated(id),
+        Source::PoolUnlessBusy => pools.saturated(id, member),
         Source::Own => true,
     };
     if own {
         Ok(ControlConn::Own(Box::new(
-            own_connection(datasource, target, max_packet).await?,
+            own_connection(datasource, target, member, max_packet).await?,
         )))
     } else {
-        Ok(ControlConn::Pooled(pools.get(id, false).await?))
+        Ok(ControlConn::Pooled(pools.get(id, member, false).await?))
     }
 }
 
-/// A connection of its own to `target`'s datasource, outside every pool (`KILL`, which has
-/// no pool at hand and must not wait for one). The statement to stop runs on the
-/// datasource's one server today; with replicas, `target` will have to name the member
-/// the statement went to.
+/// A connection of its own to `member` of `target`'s datasource, outside every pool
+/// (`KILL`, which has no pool at hand and must not wait for one, names the member the
+/// statement went to).
 ///
 /// # Errors
-/// The datasource cannot be reached ([`ProxyError::Unavailable`]).
+/// The member cannot be reached ([`ProxyError::Unavailable`]).
 pub async fn own_connection(
     datasource: &Datasource,
     target: Target,
+    member: usize,
     max_packet: usize,
 ) -> Result<BackendConn, ProxyError> {
-    BackendConn::connect(datasource, target.datasource, false, max_packet).await
+    let mut conn = BackendConn::connect(
+        &datasource.member(member),
+        target.datasource,
+        false,
+        max_packet,
+    )
+    .await?;
+    conn.set_member(member);
+    Ok(conn)
 }

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use bytes::BytesMut;
 use mysql_common::constants::Command;
 
-use super::target::Target;
+use super::target::{Access, Target};
 use super::transaction::{Transaction, Wants};
 use crate::backend::{BackendConn, Diagnostic, PooledConn, Reply, ResultEnd};
 use crate::config::DatasourceId;
@@ -148,9 +148,9 @@ pub struct Results<'c, 'p> {
 /// `connect_timeout`: `None` when the wait runs out (another session took it; the
 /// scatter's other lanes take the steps) or the connection fails (the first one of the
 /// datasource worked; the error is logged).
-async fn spare(txn: &Transaction, ds: DatasourceId, wants: &Wants<'_>) -> Option<PooledConn> {
-    let wait = wants.config.datasource(ds).connect_timeout;
-    match tokio::time::timeout(wait, txn.fresh(ds, wants)).await {
+async fn spare(txn: &Transaction, target: Target, wants: &Wants<'_>) -> Option<PooledConn> {
+    let wait = wants.config.datasource(target.datasource).connect_timeout;
+    match tokio::time::timeout(wait, txn.fresh(target, wants)).await {
         Ok(Ok(conn)) => Some(conn),
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "a scatter runs without a spare connection");
@@ -171,11 +171,14 @@ impl<'c, 'p> Results<'c, 'p> {
         binding: Option<&'p Binding<'p>>,
         extras: Extras,
         parallel: Option<usize>,
+        access: Access,
     ) -> Result<Self, ProxyError> {
         let steps = plan.steps.len();
         let mut lanes = match parallel {
-            Some(fan_out) if steps > 1 => Self::owned_lanes(plan, txn, wants, fan_out).await?,
-            _ => Self::held_lanes(plan, txn, wants).await?,
+            Some(fan_out) if steps > 1 => {
+                Self::owned_lanes(plan, txn, wants, fan_out, access).await?
+            }
+            _ => Self::held_lanes(plan, txn, wants, access).await?,
         };
         let mut lane_of = vec![0; steps];
         for (l, lane) in lanes.iter_mut().enumerate() {
@@ -213,12 +216,17 @@ impl<'c, 'p> Results<'c, 'p> {
         plan: &Plan,
         txn: &'c mut Transaction,
         wants: &Wants<'_>,
+        access: Access,
     ) -> Result<Vec<Lane<'c>>, ProxyError> {
         let mut datasources: Vec<DatasourceId> = plan.steps.iter().map(|s| s.datasource).collect();
         datasources.sort();
         datasources.dedup();
         for ds in &datasources {
-            txn.connection(Target::primary(*ds), wants).await?;
+            let target = Target {
+                datasource: *ds,
+                access,
+            };
+            txn.connection(target, wants).await?;
         }
         let mut lanes = Vec::new();
         for (ds, conn) in txn.held_iter_mut() {
@@ -254,6 +262,7 @@ impl<'c, 'p> Results<'c, 'p> {
         txn: &Transaction,
         wants: &Wants<'_>,
         fan_out: usize,
+        access: Access,
     ) -> Result<Vec<Lane<'c>>, ProxyError> {
         let mut by_ds: Vec<(DatasourceId, Vec<usize>)> = Vec::new();
         for (i, step) in plan.steps.iter().enumerate() {
@@ -273,9 +282,15 @@ impl<'c, 'p> Results<'c, 'p> {
                 .max(1)
                 .min(steps.len())
                 .min(wants.pools.capacity(ds, wants.found_rows));
-            let mut conns = vec![txn.fresh(ds, wants).await?];
-            let spares = (share - 1).min(wants.pools.available(ds, wants.found_rows));
-            let more = (0..spares).map(|_| spare(txn, ds, wants));
+            let target = Target {
+                datasource: ds,
+                access,
+            };
+            let first = txn.fresh(target, wants).await?;
+            let member = first.member();
+            let mut conns = vec![first];
+            let spares = (share - 1).min(wants.pools.available(ds, member, wants.found_rows));
+            let more = (0..spares).map(|_| spare(txn, target, wants));
             conns.extend(
                 futures_util::future::join_all(more)
                     .await
@@ -297,10 +312,13 @@ impl<'c, 'p> Results<'c, 'p> {
     }
 
     /// The backend threads the plan runs on (KILL QUERY reaches them).
-    pub fn threads(&mut self) -> Vec<(DatasourceId, u32)> {
+    pub fn threads(&mut self) -> Vec<(DatasourceId, usize, u32)> {
         self.lanes
             .iter_mut()
-            .map(|l| (l.datasource, l.conn.conn().thread_id()))
+            .map(|l| {
+                let conn = l.conn.conn();
+                (l.datasource, conn.member(), conn.thread_id())
+            })
             .collect()
     }
 

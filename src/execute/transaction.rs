@@ -12,12 +12,14 @@
 use litemap::LiteMap;
 use std::time::Duration;
 
-use super::target::Target;
+use super::target::{Access, Target};
 use crate::backend::{BackendConn, PooledConn, Pools, vars::SessionVars};
-use crate::config::{Config, DatasourceId};
+use crate::config::{Config, DatasourceId, Reads};
 use crate::error::ProxyError;
 use crate::rewrite::quote_ident;
 use crate::sql::characteristics::Characteristics;
+use crate::topology::gtid::GtidSet;
+use crate::topology::{Cluster, ReplicaChoice, Topology};
 
 /// What a backend connection must carry to serve one session.
 #[derive(Clone, Copy)]
@@ -37,6 +39,13 @@ pub struct Wants<'a> {
     pub found_rows: bool,
     /// The session, whose KILL QUERY stops a wait for a pooled connection.
     pub session: Option<&'a crate::session_registry::SessionHandle>,
+    /// The members of clustered datasources.
+    pub topology: &'a Topology,
+    /// Where this statement's reads ([`Access::Read`]) go on a clustered datasource: the
+    /// user's `reads`, or the statement's `/*read=...*/` hint.
+    pub reads: Reads,
+    /// A replica's read must have applied the session's writes (`consistency = "session"`).
+    pub causal: bool,
 }
 
 impl Wants<'_> {
@@ -94,6 +103,19 @@ pub struct Transaction {
     /// must not take its connections to be in a transaction. Set and consumed within one
     /// statement.
     rolled_back: bool,
+    /// By clustered datasource, the position of the session's last committed write there
+    /// (`@@last_gtid`): what its reads from replicas must have applied. Kept for the
+    /// session's life.
+    written: Vec<(DatasourceId, GtidSet)>,
+    /// The datasources written to whose GTID is not read yet (the write is not committed,
+    /// or the statement has not ended).
+    unsettled: Vec<DatasourceId>,
+    /// This statement's `/*after='TOKEN'*/`: positions its reads must have applied too.
+    after: Vec<(DatasourceId, GtidSet)>,
+    /// Datasources where a write of the session committed without its GTID read (an
+    /// implicit commit, a connection lost): its reads there go to the primary until a
+    /// later write's GTID is known.
+    unknown: Vec<DatasourceId>,
 }
 
 impl Transaction {
@@ -176,10 +198,10 @@ impl Transaction {
     }
 
     /// The backend thread of each held connection (what `KILL QUERY` on a backend names).
-    pub fn held_threads(&self) -> Vec<(DatasourceId, u32)> {
+    pub fn held_threads(&self) -> Vec<(DatasourceId, usize, u32)> {
         self.held
             .iter()
-            .map(|(ds, conn)| (*ds, conn.thread_id()))
+            .map(|(ds, conn)| (*ds, conn.member(), conn.thread_id()))
             .collect()
     }
 
@@ -251,17 +273,38 @@ impl Transaction {
 
     /// The door of every backend access a session makes ([`super::target`]): the
     /// connection to `target`'s datasource this session uses, the one it holds, or one from
-    /// the pool prepared for the session (and joined to its transaction), then held. Every
-    /// access kind reaches the datasource's one server today.
+    /// the pool prepared for the session (and joined to its transaction), then held.
+    ///
+    /// On a clustered datasource the member is chosen here ([`Transaction::fresh`]); a
+    /// held connection serves every access while the session must keep it (a
+    /// transaction, pinned state), but never a write on a member that is no longer the
+    /// primary. A connection held for an earlier read of the statement that does not fit
+    /// the access (a replica's, when the primary is needed) goes back to its pool first.
     pub async fn connection(
         &mut self,
         target: Target,
         wants: &Wants<'_>,
     ) -> Result<&mut BackendConn, ProxyError> {
         let ds = target.datasource;
+        if let Some(conn) = self.held.get(&ds) {
+            if let Some(cluster) = wants.topology.cluster(ds) {
+                let keep = self.pinned || self.begin.is_some() || conn.in_transaction();
+                let member = conn.member();
+                let fits = match target.access {
+                    Access::Primary => cluster.is_primary(member),
+                    Access::Read => true,
+                };
+                if !fits && keep && !self.read_only(false) {
+                    return Err(demoted(cluster, member));
+                }
+                if !fits && !keep {
+                    self.held.remove(&ds);
+                }
+            }
+        }
         if !self.held.contains_key(&ds) {
             // Prepared for the session, so joined to an explicit transaction (`prepare`).
-            let conn = self.fresh(ds, wants).await?;
+            let conn = self.fresh(target, wants).await?;
             self.held.insert(ds, conn);
             if self.begin.is_some() {
                 self.joined.push(ds);
@@ -311,25 +354,119 @@ impl Transaction {
         Ok(())
     }
 
-    /// A pooled connection to `ds`, alive and prepared for the session, not held. A
-    /// connection the server closed (restart, wait_timeout, KILL) is discarded and the next
-    /// one tried; so is one whose preparation fails on its socket.
-    pub async fn fresh(
+    /// A pooled connection to `target`'s datasource, alive and prepared for the session,
+    /// not held. On a clustered datasource: the primary for [`Access::Primary`] (waiting
+    /// for one during a failover); for [`Access::Read`] with replica reads, a readable
+    /// replica that has applied the session's writes (waited for up to
+    /// `topology.causal_wait`), else the primary; a replica that cannot be reached leaves
+    /// the read to the primary.
+    pub async fn fresh(&self, target: Target, wants: &Wants<'_>) -> Result<PooledConn, ProxyError> {
+        let ds = target.datasource;
+        let Some(cluster) = wants.topology.cluster(ds) else {
+            return self.fresh_on(ds, 0, wants).await;
+        };
+        if target.access == Access::Read
+            && wants.reads == Reads::Replica
+            && self.may_read_replica()
+            && !self.unknown.contains(&ds)
+        {
+            if let Some(conn) = self.replica(cluster, wants).await {
+                return Ok(conn);
+            }
+        }
+        let member = cluster.primary().await?;
+        match target.access {
+            Access::Read => cluster.count_read(member, false),
+            Access::Primary => cluster.count_write(member),
+        }
+        let conn = self.fresh_on(ds, member, wants).await;
+        if conn.is_err() {
+            // The primary may be gone: the next write looks again sooner.
+            cluster.nudge();
+        }
+        conn
+    }
+
+    /// Whether a read may go to a replica: outside a transaction (but a `READ ONLY` one,
+    /// which stays on its replica), with nothing pinned or locked on a connection.
+    fn may_read_replica(&self) -> bool {
+        let read_only_begin = self.begin.is_some() && self.begin_read_only == Some(true);
+        (read_only_begin || !self.in_transaction()) && !self.pinned && self.locked.is_empty()
+    }
+
+    /// What a read of `ds` must have applied: the session's writes there (with causal
+    /// reads) and the statement's `after` token.
+    fn required(&self, ds: DatasourceId, causal: bool) -> GtidSet {
+        let mut required = GtidSet::default();
+        let mine = self.written.iter().filter(|_| causal);
+        for (_, position) in mine.chain(self.after.iter()).filter(|(d, _)| *d == ds) {
+            required.merge(position);
+        }
+        required
+    }
+
+    /// A replica's connection for a read, or `None` (the primary reads): none readable,
+    /// the chosen one unreachable, or behind the session's writes beyond `causal_wait`.
+    async fn replica(&self, cluster: &Cluster, wants: &Wants<'_>) -> Option<PooledConn> {
+        let ds = cluster.id;
+        let required = self.required(ds, wants.causal);
+        let (member, behind) = match cluster.replica(&required) {
+            ReplicaChoice::Ready(m) => (m, false),
+            ReplicaChoice::Behind(m) => (m, true),
+            ReplicaChoice::None => return None,
+        };
+        let mut conn = match self.fresh_on(ds, member, wants).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::debug!(error = %e, member = %cluster.members[member].address, "a replica read goes to the primary");
+                cluster.nudge();
+                return None;
+            }
+        };
+        if behind {
+            let wait = cluster.settings.causal_wait.as_secs_f64();
+            let sql = format!("SELECT MASTER_GTID_WAIT('{required}', {wait:.3})");
+            let caught_up = matches!(
+                conn.query_rows(sql.as_bytes()).await,
+                Ok((_, rows)) if rows.first().and_then(|r| r.first()).is_some_and(|v| v.as_deref() == Some(b"0"))
+            );
+            if !caught_up {
+                cluster
+                    .counters
+                    .causal_timed_out
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return None;
+            }
+            cluster.caught_up(member, &required);
+        }
+        cluster.count_read(member, true);
+        Some(conn)
+    }
+
+    /// A pooled connection to `member` of `ds`, alive and prepared for the session, not
+    /// held. A connection the server closed (restart, wait_timeout, KILL) is discarded and
+    /// the next one tried; so is one whose preparation fails on its socket.
+    async fn fresh_on(
         &self,
         ds: DatasourceId,
+        member: usize,
         wants: &Wants<'_>,
     ) -> Result<PooledConn, ProxyError> {
         let datasource = wants.config.datasource(ds);
+        let address = datasource
+            .members
+            .get(member)
+            .unwrap_or(&datasource.address);
         let mut dead = 0;
         loop {
-            let mut conn = checkout(ds, wants).await?;
+            let mut conn = checkout(ds, member, wants).await?;
             if !conn.still_alive(IDLE_PROBE_AFTER) {
                 conn.mark_broken();
                 dead += 1;
                 if dead > datasource.pool_size {
                     return Err(ProxyError::Unavailable(format!(
-                        "datasource {} ({}): every pooled connection was closed by the server",
-                        datasource.name, datasource.address
+                        "datasource {} ({address}): every pooled connection was closed by the server",
+                        datasource.name
                     )));
                 }
                 continue;
@@ -346,8 +483,8 @@ impl Transaction {
                 Ok(Ok(())) => return Ok(conn),
                 Ok(Err(e)) => e,
                 Err(_) => ProxyError::Unavailable(format!(
-                    "datasource {} ({}): no answer within {:?}",
-                    datasource.name, datasource.address, datasource.connect_timeout
+                    "datasource {} ({address}): no answer within {:?}",
+                    datasource.name, datasource.connect_timeout
                 )),
             };
             let retry = matches!(failure, ProxyError::Io(_)) && dead < 2;
@@ -488,11 +625,63 @@ impl Transaction {
         }
     }
 
-    /// Records that a write to `ds` succeeded inside the open transaction.
-    pub fn record_write(&mut self, ds: DatasourceId) {
+    /// Records that a write to `ds` succeeded (inside the open transaction: the
+    /// transaction's datasource). `clustered`: `ds` has replicas, and the write's GTID is
+    /// read once it commits ([`Transaction::settle`]).
+    pub fn record_write(&mut self, ds: DatasourceId, clustered: bool) {
         if self.in_transaction() {
             self.write_datasource = Some(ds);
         }
+        if clustered && !self.unsettled.contains(&ds) {
+            self.unsettled.push(ds);
+        }
+    }
+
+    /// After a statement outside a transaction, or a `COMMIT`: reads `@@last_gtid` on each
+    /// connection that committed a write of the session on a clustered datasource, so its
+    /// later reads on replicas see it. A datasource whose GTID cannot be read keeps its
+    /// reads on the primary until a later write's is known.
+    pub async fn settle(&mut self) {
+        if self.unsettled.is_empty() || self.in_transaction() {
+            return;
+        }
+        self.read_gtids().await;
+    }
+
+    async fn read_gtids(&mut self) {
+        for i in 0..self.unsettled.len() {
+            let ds = self.unsettled[i];
+            let read = match self.held.get_mut(&ds) {
+                Some(conn) => last_gtid(conn).await,
+                None => Err("the connection that wrote is gone".to_owned()),
+            };
+            match read {
+                Ok(position) => {
+                    self.unknown.retain(|d| *d != ds);
+                    match self.written.iter_mut().find(|(d, _)| *d == ds) {
+                        Some((_, p)) => p.merge(&position),
+                        None => self.written.push((ds, position)),
+                    }
+                }
+                Err(why) => {
+                    tracing::warn!(%why, "the GTID of a session's write is unknown: its reads stay on the primary");
+                    if !self.unknown.contains(&ds) {
+                        self.unknown.push(ds);
+                    }
+                }
+            }
+        }
+        self.unsettled.clear();
+    }
+
+    /// The positions of the session's last writes, by clustered datasource.
+    pub fn written(&self) -> &[(DatasourceId, GtidSet)] {
+        &self.written
+    }
+
+    /// This statement's `after` token positions (empty: none), replaced.
+    pub fn set_after(&mut self, after: Vec<(DatasourceId, GtidSet)>) {
+        self.after = after;
     }
 
     /// Ends the transaction on every held connection with `sql` (COMMIT or ROLLBACK).
@@ -517,6 +706,9 @@ impl Transaction {
                 first_error.get_or_insert(e);
             }
         }
+        if !self.unsettled.is_empty() {
+            self.read_gtids().await;
+        }
         self.ended();
         first_error.map_or(Ok(()), Err)
     }
@@ -525,6 +717,12 @@ impl Transaction {
     /// implicitly: `SET autocommit = 1` from 0 commits it): the bookkeeping follows, and
     /// connections the session need not hold go back to the pool.
     pub fn ended(&mut self) {
+        for ds in self.unsettled.drain(..) {
+            // Committed (or rolled back) where its GTID was not read.
+            if !self.unknown.contains(&ds) {
+                self.unknown.push(ds);
+            }
+        }
         self.begin = None;
         self.begin_read_only = None;
         self.statement_only = false;
@@ -579,14 +777,52 @@ impl Transaction {
                 }
             }
         }
+        let written = std::mem::take(&mut self.written);
+        let unknown = std::mem::take(&mut self.unknown);
         *self = Transaction::default();
+        // What the session wrote stays: its reads must go on seeing it.
+        self.written = written;
+        self.unknown = unknown;
     }
 }
 
-/// A connection from `ds`'s pool, or 1317 when the session's statement is killed while it
-/// waits for one (a pool exhausted by other sessions, a server slow to accept).
-async fn checkout(ds: DatasourceId, wants: &Wants<'_>) -> Result<PooledConn, ProxyError> {
-    let get = wants.pools.get(ds, wants.found_rows);
+/// The GTID of the last transaction `conn` committed (`@@last_gtid`; empty when none).
+async fn last_gtid(conn: &mut BackendConn) -> Result<GtidSet, String> {
+    let (_, rows) = conn
+        .query_rows(b"SELECT @@last_gtid")
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = rows
+        .first()
+        .and_then(|r| r.first().cloned().flatten())
+        .unwrap_or_default();
+    GtidSet::parse(&String::from_utf8_lossy(&text))
+}
+
+/// The error of a write in a transaction whose connection reaches a member that is no
+/// longer the primary: it is not sent (the member refuses writes, or a split brain).
+fn demoted(cluster: &Cluster, member: usize) -> ProxyError {
+    ProxyError::client(
+        crate::error::ER_OPTION_PREVENTS_STATEMENT,
+        b"HY000",
+        format!(
+            "routekey-proxy: this transaction's connection reaches {} of datasource {}, which is no longer its primary ({}); the write is not sent: roll the transaction back and run it again",
+            cluster.members[member].address,
+            cluster.name,
+            cluster.role(member).name()
+        ),
+    )
+}
+
+/// A connection from the pool of `member` of `ds`, or 1317 when the session's statement is
+/// killed while it waits for one (a pool exhausted by other sessions, a server slow to
+/// accept).
+async fn checkout(
+    ds: DatasourceId,
+    member: usize,
+    wants: &Wants<'_>,
+) -> Result<PooledConn, ProxyError> {
+    let get = wants.pools.get(ds, member, wants.found_rows);
     let Some(session) = wants.session else {
         return get.await;
     };

@@ -42,6 +42,9 @@ pub struct PacketStream<S> {
     /// A write was started and not finished (a flush or a relay cancelled by a timeout, or
     /// failed): the peer may hold part of a packet, so nothing more may be framed to it.
     cut: bool,
+    /// Packets written so far (a statement that failed before writing any may run again
+    /// elsewhere).
+    written: u64,
 }
 
 fn too_large(limit: usize) -> io::Error {
@@ -70,7 +73,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             packet: BytesMut::with_capacity(INITIAL_CAPACITY),
             write_buf: BytesMut::with_capacity(INITIAL_CAPACITY),
             cut: false,
+            written: 0,
         }
+    }
+
+    /// Packets (or relayed chunks) written since the stream was made.
+    pub fn packets_written(&self) -> u64 {
+        self.written
     }
 
     /// Packets above `max_packet` bytes are refused from now on (a handshake reads with a
@@ -174,6 +183,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             packet: self.packet,
             write_buf: self.write_buf,
             cut: self.cut,
+            written: self.written,
         })
     }
 
@@ -186,6 +196,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
 
     /// Queues one packet; call [`PacketStream::flush`] to send.
     pub fn write_packet(&mut self, payload: &[u8]) -> io::Result<()> {
+        self.written += 1;
         let mut src = payload;
         self.codec
             .encode(&mut src, &mut self.write_buf)
@@ -342,6 +353,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// The sequence id the next chunk written takes, advancing the codec past it (by
     /// encoding an empty chunk and reading its header: the codec keeps the id private).
     fn take_seq(&mut self) -> u8 {
+        self.written += 1;
         let mut scratch = BytesMut::with_capacity(4);
         // An empty payload is one header; it cannot exceed any packet limit.
         let _ = self.codec.encode(&mut &[][..], &mut scratch);
@@ -382,6 +394,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             packet: self.packet,
             write_buf: self.write_buf,
             cut: self.cut,
+            written: self.written,
         })
     }
 

@@ -2,6 +2,10 @@
 //! `/*route_key='EU_CHANNEL'*/`, `/*region='GB',action='refund'*/`. Keys and values are
 //! URL-encoded; pairs are comma-separated; a hint may stand anywhere in the statement.
 //! Other keys (traceparent, framework, ...) are ignored.
+//!
+//! Two keys choose the member a read goes to on a datasource with replicas (issue 26):
+//! `/*read='primary'*/` or `/*read='replica'*/`, and `/*after='TOKEN'*/` with a token of
+//! `SELECT ROUTEKEY_WRITE_TOKEN()` (the read sees the writes it names).
 
 use percent_encoding::percent_decode;
 
@@ -17,12 +21,22 @@ pub struct RouteHints {
     /// `scatter='allow'` or `scatter='refuse'`: overrides the user's `scatter` setting for
     /// this statement (true: allow).
     pub scatter: Option<bool>,
+    /// `read='primary'` or `read='replica'`: overrides the user's `reads` for this
+    /// statement.
+    pub read: Option<crate::config::Reads>,
+    /// `after='TOKEN'`: a write token whose positions this statement's reads must have
+    /// applied.
+    pub after: Option<String>,
 }
 
 impl RouteHints {
     /// No hint given.
     pub fn is_empty(&self) -> bool {
-        self.route_key.is_none() && self.region.is_none() && self.scatter.is_none()
+        self.route_key.is_none()
+            && self.region.is_none()
+            && self.scatter.is_none()
+            && self.read.is_none()
+            && self.after.is_none()
     }
 }
 
@@ -36,6 +50,8 @@ pub fn route_hints(sql: &[u8], comments: &[Comment]) -> Result<RouteHints, Strin
         if !contains(body, b"route_key")
             && !contains(body, b"region")
             && !contains(body, b"scatter")
+            && !contains(body, b"read")
+            && !contains(body, b"after")
         {
             continue;
         }
@@ -58,9 +74,26 @@ pub fn route_hints(sql: &[u8], comments: &[Comment]) -> Result<RouteHints, Strin
                 }
                 continue;
             }
+            if key == "read" {
+                let read = match value.to_ascii_lowercase().as_str() {
+                    "primary" => crate::config::Reads::Primary,
+                    "replica" => crate::config::Reads::Replica,
+                    _ => {
+                        return Err(format!(
+                            "read hint: '{value}' is neither 'primary' nor 'replica'"
+                        ));
+                    }
+                };
+                match hints.read {
+                    Some(old) if old != read => return Err("conflicting read hints".to_owned()),
+                    _ => hints.read = Some(read),
+                }
+                continue;
+            }
             let slot = match key.as_str() {
                 "route_key" => &mut hints.route_key,
                 "region" => &mut hints.region,
+                "after" => &mut hints.after,
                 _ => continue,
             };
             match slot {
@@ -165,6 +198,19 @@ mod tests {
         assert!(hints("SELECT '/*region=''GB''*/'").unwrap().is_empty());
         assert!(hints("SELECT /*+ region='GB' */ 1").unwrap().is_empty());
         assert!(hints("SELECT 1 -- region='GB'\n").unwrap().region.is_some());
+    }
+
+    #[test]
+    fn read_and_after_hints() {
+        let h = hints("SELECT /*read='replica'*/ 1 /*after='ds0:0-1-5'*/").unwrap();
+        assert_eq!(h.read, Some(crate::config::Reads::Replica));
+        assert_eq!(h.after.as_deref(), Some("ds0:0-1-5"));
+        assert_eq!(
+            hints("SELECT /*read='PRIMARY'*/ 1").unwrap().read,
+            Some(crate::config::Reads::Primary)
+        );
+        assert!(hints("SELECT /*read='nearest'*/ 1").is_err());
+        assert!(hints("SELECT /*read='primary'*/ 1 /*read='replica'*/").is_err());
     }
 
     #[test]

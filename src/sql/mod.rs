@@ -19,6 +19,7 @@ pub mod hints;
 pub mod lexer;
 pub mod load_data;
 pub mod predicates;
+pub mod reads;
 pub mod shape;
 
 use crate::config::TableId;

@@ -10,9 +10,11 @@ use toml::Spanned;
 use super::model::*;
 use super::raw::RawConfig;
 use crate::id::IdLayout;
+use cluster::{members, topology};
 use sources::{cache, secret};
 
 mod checker;
+mod cluster;
 mod sharding;
 mod sources;
 #[cfg(test)]
@@ -83,6 +85,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         log: crate::config::model::LogConfig {
             statements: raw.log.statements,
         },
+        topology: topology(&c, &raw)?,
         overrides: Vec::new(),
     })
 }
@@ -234,6 +237,8 @@ fn user(c: &Checker, i: usize, u: &super::raw::RawUser) -> Result<User, ConfigEr
         databases: u.databases.clone(),
         process: u.process,
         load_data_local: u.load_data_local,
+        reads: u.reads,
+        consistency: u.consistency.unwrap_or_default(),
     })
 }
 
@@ -395,26 +400,20 @@ fn datasources(
         return Err(c.err(None, "datasources: too many"));
     }
     for (name, ds) in &raw.datasources {
-        let address = ds.address.get_ref();
-        let valid = address
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-        if !valid {
-            return Err(c.at(
-                &ds.address,
-                format!("datasources.{name}.address: `{address}` is not host:port"),
-            ));
-        }
+        let members = members(c, name, ds)?;
+        let address = members[0].clone();
         if ds.pool_size == 0 {
-            return Err(c.at(
-                &ds.address,
+            return Err(c.err(
+                ds.span(),
                 format!("datasources.{name}.pool_size: must be at least 1"),
             ));
         }
         index.insert(name.clone(), DatasourceId(list.len() as u16));
         list.push(Datasource {
             name: name.clone(),
-            address: address.clone(),
+            address,
+            cluster: ds.members.is_some(),
+            members,
             user: ds.user.clone(),
             password: secret(
                 c,

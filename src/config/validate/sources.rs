@@ -59,22 +59,22 @@ pub(super) fn tls_ca_certs(
     let path = match (&ds.tls_ca_file, ds.tls) {
         (Some(path), _) => path,
         (None, BackendTls::VerifyCa | BackendTls::VerifyIdentity) => {
-            return Err(c.at(
-                &ds.address,
+            return Err(c.err(
+                ds.span(),
                 format!("{key}: tls = verify_ca and verify_identity need a CA file"),
             ));
         }
         (None, _) => return Ok(Vec::new()),
     };
     let pem = std::fs::read(path)
-        .map_err(|e| c.at(&ds.address, format!("{key}: cannot read {path}: {e}")))?;
+        .map_err(|e| c.err(ds.span(), format!("{key}: cannot read {path}: {e}")))?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .map(|cert| cert.map(|c| c.to_vec()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| c.at(&ds.address, format!("{key}: {path} is not PEM ({e})")))?;
+        .map_err(|e| c.err(ds.span(), format!("{key}: {path} is not PEM ({e})")))?;
     if certs.is_empty() {
-        return Err(c.at(
-            &ds.address,
+        return Err(c.err(
+            ds.span(),
             format!("{key}: {path} holds no CERTIFICATE block"),
         ));
     }

@@ -169,13 +169,14 @@ impl Session {
             }
         };
         if ok.affected_rows > 0 {
-            self.txn.record_write(ds);
+            self.record_write(ds);
             self.txn.record_changed_rows();
         }
         if ok.last_insert_id != 0 {
             self.state.set_last_insert_id(ok.last_insert_id);
         }
         self.state.row_count = i64::try_from(ok.affected_rows).unwrap_or(i64::MAX);
+        self.txn.settle().await;
         self.txn.release_idle();
         let status = crate::protocol::status::relayed(
             self.final_status(more),

@@ -614,8 +614,8 @@ impl Session {
             if l.in_client_transaction {
                 let conn = self.connection(Target::primary(ds)).await?;
                 conn.execute(b"SAVEPOINT routekey_load").await?;
-                self.txn.record_write(ds);
             }
+            self.record_write(ds);
             l.touched.push(ds);
         }
         self.connection(Target::primary(ds)).await?;

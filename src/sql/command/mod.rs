@@ -3,6 +3,7 @@
 //! does not read every form MySQL accepts, such as `SET NAMES x, autocommit = 1`).
 
 mod lock;
+mod topology;
 
 use lock::LockStatement;
 pub use lock::{Lock, LockItem};
@@ -122,6 +123,15 @@ pub enum Command {
     /// `SHOW ROUTEKEY POOLS`: each datasource's pools: size, open, idle, in use, waits,
     /// connect errors.
     ShowRoutePools,
+    /// `SHOW ROUTEKEY TOPOLOGY`: each member of each datasource: role, state, lag, GTID
+    /// position, last probe, reads and writes served (issue 26).
+    ShowRouteTopology,
+    /// `SELECT ROUTEKEY_WRITE_TOKEN() [[AS] alias]`: the positions of the session's last
+    /// writes, for `/*after='TOKEN'*/` on another connection (issue 26).
+    WriteToken {
+        /// The result column's name: the alias, or the expression as written.
+        column: String,
+    },
     /// `SELECT NEXT_ORDER_ID(['region' | ?]) [[AS] alias]`: an order id (SPEC §6).
     NextOrderId {
         /// The region given.
@@ -433,6 +443,7 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode)
         }
         "show" => show(sql, tokens, words, mode),
         "select" if w(1) == "next_order_id" => next_order_id(sql, tokens, mode),
+        "select" if w(1) == "routekey_write_token" => topology::write_token(sql, tokens, mode),
         "desc" | "describe" if n >= 2 => table_info(sql, tokens, 1, false, false),
         // The body starts right after ROUTE, so hints before its verb are read.
         "explain" if w(1) == "route" && n >= 3 => Command::ExplainRoute {
@@ -768,6 +779,7 @@ fn show(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode) -> Command 
         ("routekey", "callers") if tokens.len() == 3 => Command::ShowCallers,
         ("routekey", "shards") if tokens.len() == 3 => Command::ShowRouteShards,
         ("routekey", "pools") if tokens.len() == 3 => Command::ShowRoutePools,
+        ("routekey", "topology") if tokens.len() == 3 => Command::ShowRouteTopology,
         ("status", _) => show_session_status(sql, tokens, 2),
         ("session" | "local", "status") => show_session_status(sql, tokens, 3),
         ("tables", _) => show_tables(sql, tokens, 2, false, mode),

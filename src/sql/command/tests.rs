@@ -440,3 +440,22 @@ fn a_system_variable_with_spaces_around_its_scope_dot_is_read_as_mariadb_reads_i
         Command::Set(vec![SetItem::GlobalVar("max_connections".into())])
     );
 }
+
+#[test]
+fn routekey_topology_statements() {
+    assert_eq!(cmd("SHOW ROUTEKEY TOPOLOGY"), Command::ShowRouteTopology);
+    assert_eq!(
+        cmd("SELECT ROUTEKEY_WRITE_TOKEN()"),
+        Command::WriteToken {
+            column: "ROUTEKEY_WRITE_TOKEN()".into()
+        }
+    );
+    assert_eq!(
+        cmd("select routekey_write_token() as t"),
+        Command::WriteToken { column: "t".into() }
+    );
+    assert_eq!(
+        cmd("SELECT routekey_write_token FROM x"),
+        Command::Statement
+    );
+}

@@ -1,0 +1,92 @@
+//! Datasources with several servers (issue 26): `members`, and `[topology]`.
+
+use std::time::Duration;
+
+use super::checker::Checker;
+use crate::config::model::{ConfigError, TopologySettings};
+use crate::config::raw::{RawConfig, RawDatasource};
+
+/// A datasource's servers: `address` alone, or `members` (one of the two; each `host:port`,
+/// no server twice, at most 64).
+pub(super) fn members(
+    c: &Checker,
+    name: &str,
+    ds: &RawDatasource,
+) -> Result<Vec<String>, ConfigError> {
+    let host_port = |address: &str| {
+        address
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+    };
+    match (&ds.address, &ds.members) {
+        (Some(address), None) => {
+            if !host_port(address.get_ref()) {
+                return Err(c.at(
+                    address,
+                    format!(
+                        "datasources.{name}.address: `{}` is not host:port",
+                        address.get_ref()
+                    ),
+                ));
+            }
+            Ok(vec![address.get_ref().clone()])
+        }
+        (None, Some(members)) => {
+            let list = members.get_ref();
+            if list.is_empty() || list.len() > 64 {
+                return Err(c.at(
+                    members,
+                    format!("datasources.{name}.members: one to 64 servers, host:port each"),
+                ));
+            }
+            for (i, m) in list.iter().enumerate() {
+                if !host_port(m) {
+                    return Err(c.at(
+                        members,
+                        format!("datasources.{name}.members: `{m}` is not host:port"),
+                    ));
+                }
+                if list[..i].contains(m) {
+                    return Err(c.at(
+                        members,
+                        format!("datasources.{name}.members: `{m}` is listed twice"),
+                    ));
+                }
+            }
+            Ok(list.clone())
+        }
+        (Some(address), Some(_)) => Err(c.at(
+            address,
+            format!(
+                "datasources.{name}: give `address` (one server) or `members` (a primary and its replicas), not both"
+            ),
+        )),
+        (None, None) => Err(c.err(
+            None,
+            format!("datasources.{name}: `address` (one server) or `members` (a primary and its replicas) is required"),
+        )),
+    }
+}
+
+/// `[topology]`: every duration positive; a probe's bound no longer than its interval.
+pub(super) fn topology(c: &Checker, raw: &RawConfig) -> Result<TopologySettings, ConfigError> {
+    let t = &raw.topology;
+    for (key, value) in [
+        ("probe_interval", t.probe_interval),
+        ("probe_timeout", t.probe_timeout),
+        ("max_replica_lag", t.max_replica_lag),
+    ] {
+        if value.is_zero() {
+            return Err(c.err(None, format!("topology.{key}: must be more than 0s")));
+        }
+    }
+    Ok(TopologySettings {
+        probe_interval: t.probe_interval,
+        probe_timeout: t
+            .probe_timeout
+            .min(t.probe_interval.max(Duration::from_millis(100))),
+        failover_wait: t.failover_wait,
+        max_replica_lag: t.max_replica_lag,
+        causal_wait: t.causal_wait,
+    })
+}
