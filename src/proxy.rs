@@ -88,11 +88,15 @@ impl Runtime {
                 ClientSecurity::default()
             }),
         };
+        let topology = crate::topology::Topology::new(&config, previous.map(|p| &p.topology));
+        if let Some(cluster) = topology.cluster(config.index.datasource) {
+            cluster.follow(&router.index().primary_cell());
+        }
         Self {
+            topology,
             client_security,
             router,
             pools: Pools::rebuild(&config, previous.map(|p| &p.pools)),
-            topology: crate::topology::Topology::new(&config, previous.map(|p| &p.topology)),
             analyses: AnalysisCache::new(config.server.analysis_cache_capacity),
             columns: crate::merge::columns::ColumnCache::new(config.server.analysis_cache_capacity),
             generation: previous.map_or(1, |p| p.generation + 1),
@@ -104,8 +108,21 @@ impl Runtime {
 /// Whether two datasource definitions reach the same server as the same account and
 /// database (pool sizes and timeouts aside).
 pub fn same_server(a: &crate::config::Datasource, b: &crate::config::Datasource) -> bool {
-    (&a.name, &a.members, &a.user, &a.password, &a.database)
-        == (&b.name, &b.members, &b.user, &b.password, &b.database)
+    (
+        &a.name,
+        &a.address,
+        &a.members,
+        &a.user,
+        &a.password,
+        &a.database,
+    ) == (
+        &b.name,
+        &b.address,
+        &b.members,
+        &b.user,
+        &b.password,
+        &b.database,
+    )
 }
 
 /// State shared by every session of one proxy process.
@@ -192,11 +209,13 @@ impl Proxy {
     pub fn new(config: Config) -> Arc<Self> {
         let config = Arc::new(config);
         let runtime = Runtime::build(config.clone(), None);
+        let issuer =
+            crate::issuance::Issuer::new(config.clone(), Arc::new(crate::issuance::SystemClock));
+        if let Some(cluster) = runtime.topology.cluster(config.index.datasource) {
+            cluster.follow(&issuer.lease_primary_cell());
+        }
         Arc::new(Self {
-            issuer: crate::issuance::Issuer::new(
-                config.clone(),
-                Arc::new(crate::issuance::SystemClock),
-            ),
+            issuer,
             sessions: Default::default(),
             logins: Default::default(),
             metrics: Default::default(),
@@ -416,6 +435,9 @@ impl Proxy {
         let config = Arc::new(config);
         let previous = self.runtime.load_full();
         let next = Runtime::build(config.clone(), Some(&previous));
+        if let Some(cluster) = next.topology.cluster(config.index.datasource) {
+            cluster.follow(&self.issuer.lease_primary_cell());
+        }
         let generation = next.generation;
         self.issuer.reconfigure(config);
         self.runtime.store(Arc::new(next));

@@ -139,7 +139,7 @@ impl Pools {
         for (i, whole) in config.datasources.iter().enumerate() {
             first.push(pools.len());
             let id = DatasourceId(i as u16);
-            for (member, ds) in (0..whole.members.len()).map(|m| (m, whole.member(m))) {
+            for (member, ds) in (0..whole.member_count()).map(|m| (m, whole.member(m))) {
                 let built_from = (ds.clone(), config.server.max_packet_size);
                 for found_rows in [false, true] {
                     let kept = previous

@@ -476,12 +476,19 @@ impl Datasource {
     /// The datasource as its member `member` (index into [`Datasource::members`]) is
     /// reached: the same settings, `address` that member's. Connections and their errors
     /// name the server they reach.
+    /// A datasource of one server is that server whatever its `members` say (tests and
+    /// tools move it by setting `address`).
     pub fn member(&self, member: usize) -> Datasource {
         let mut one = self.clone();
-        if let Some(address) = self.members.get(member) {
+        if let Some(address) = self.members.get(member).filter(|_| self.cluster) {
             one.address.clone_from(address);
         }
         one
+    }
+
+    /// How many servers it has: its `members`, or 1.
+    pub fn member_count(&self) -> usize {
+        if self.cluster { self.members.len() } else { 1 }
     }
 }
 

@@ -453,10 +453,10 @@ impl Transaction {
         wants: &Wants<'_>,
     ) -> Result<PooledConn, ProxyError> {
         let datasource = wants.config.datasource(ds);
-        let address = datasource
-            .members
-            .get(member)
-            .unwrap_or(&datasource.address);
+        let address = match datasource.members.get(member) {
+            Some(m) if datasource.cluster => m,
+            _ => &datasource.address,
+        };
         let mut dead = 0;
         loop {
             let mut conn = checkout(ds, member, wants).await?;

@@ -61,7 +61,7 @@ enum Acquired {
 
 /// The lease table.
 pub struct LeaseStore {
-    pool: mysql_async::Pool,
+    pool: crate::route::index::MemberPools,
     table: String,
     ttl: Duration,
     grace: Duration,
@@ -79,18 +79,22 @@ impl LeaseStore {
     pub fn new(config: &Config, holder: String) -> Self {
         let index = &config.index;
         let ds = config.datasource(index.datasource);
-        let opts = crate::route::index::control_conn_opts(ds)
-            .client_found_rows(true)
-            .pool_opts(
-                mysql_async::PoolOpts::default()
-                    // A connection per renewal (every third of the lease time; mysql_async
-                    // closes it on return): a renewal never rides a connection that a
-                    // partition left half-open.
-                    .with_constraints(mysql_async::PoolConstraints::new(0, 2).unwrap_or_default()),
-            );
+        let opts = |member: &crate::config::Datasource| {
+            crate::route::index::control_conn_opts(member)
+                .client_found_rows(true)
+                .pool_opts(
+                    mysql_async::PoolOpts::default()
+                        // A connection per renewal (every third of the lease time;
+                        // mysql_async closes it on return): a renewal never rides a
+                        // connection that a partition left half-open.
+                        .with_constraints(
+                            mysql_async::PoolConstraints::new(0, 2).unwrap_or_default(),
+                        ),
+                )
+        };
         let quote = |n: &str| format!("`{}`", n.replace('`', "``"));
         Self {
-            pool: mysql_async::Pool::new(opts),
+            pool: crate::route::index::MemberPools::new(ds, opts),
             table: format!(
                 "{}.{}",
                 quote(&index.database),
@@ -102,6 +106,12 @@ impl LeaseStore {
             workers: 1 << config.layout.worker_bits(),
             timeout: ds.connect_timeout.max(Duration::from_secs(2)),
         }
+    }
+
+    /// The cell naming the lease datasource's primary
+    /// ([`crate::route::index::MemberPools::primary_cell`]).
+    pub fn primary_cell(&self) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        self.pool.primary_cell()
     }
 
     /// How long a lease lasts after a renewal.
@@ -224,7 +234,7 @@ impl LeaseStore {
     /// have settled before the first id is asked for); takes no lease.
     pub async fn prepare(&self) -> Result<(), LeaseError> {
         let prepared = async {
-            let mut conn = self.pool.get_conn().await?;
+            let mut conn = self.pool.primary().get_conn().await?;
             self.provision(&mut conn).await
         };
         match tokio::time::timeout(self.timeout, prepared).await {
@@ -241,7 +251,7 @@ impl LeaseStore {
         let bound = now_ms.saturating_add(ttl_us / 1000);
         let grace_us = self.grace.as_micros() as u64;
         let table = &self.table;
-        let mut conn = self.pool.get_conn().await?;
+        let mut conn = self.pool.primary().get_conn().await?;
         // Nothing here waits long for a row lock: another acquirer may be stalled holding one.
         conn.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
             .await?;
@@ -305,7 +315,7 @@ impl LeaseStore {
         let ttl_us = self.ttl.as_micros() as u64;
         let table = &self.table;
         let renewed = async {
-            let mut conn = self.pool.get_conn().await?;
+            let mut conn = self.pool.primary().get_conn().await?;
             conn.exec_drop(
                 format!(
                     "UPDATE {table} SET expires_at = NOW(3) + INTERVAL ? MICROSECOND, \
@@ -335,7 +345,7 @@ impl LeaseStore {
     pub async fn release(&self, worker: u64, issued_until_ms: u64) -> Result<(), LeaseError> {
         let table = &self.table;
         self.bounded(async {
-            let mut conn = self.pool.get_conn().await?;
+            let mut conn = self.pool.primary().get_conn().await?;
             conn.exec_drop(
                 format!(
                     "UPDATE {table} SET expires_at = '1970-01-01 00:00:01', \

@@ -197,6 +197,12 @@ pub struct Issuer {
 }
 
 impl Issuer {
+    /// The cell naming the primary of the datasource that holds the leases: the topology
+    /// keeps it ([`crate::topology::Cluster::follow`]).
+    pub fn lease_primary_cell(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.store.primary_cell()
+    }
+
     /// The service for a configuration (no lease is taken before the first id).
     pub fn new(config: Arc<Config>, clock: Arc<dyn Clock>) -> Arc<Self> {
         let holder = format!(

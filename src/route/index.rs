@@ -6,6 +6,8 @@
 //! in-memory table; [`MysqlIndexTable`] is the real one, on mysql_async (the control path).
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
@@ -61,10 +63,50 @@ fn insert_sql(index: &crate::config::IndexTable, table: &str) -> String {
 
 /// The index table on a MySQL server, through a small mysql_async pool.
 pub struct MysqlIndexTable {
-    pool: mysql_async::Pool,
+    pool: MemberPools,
     lookup_sql: String,
     insert_sql: String,
     timeout: Duration,
+}
+
+/// mysql_async pools to each member of a datasource (its one server, or each of its
+/// `members`), and which member is its primary: the control path's statements go there.
+/// The topology's prober sets it ([`MemberPools::primary_cell`]); until it does, the first
+/// member.
+pub struct MemberPools {
+    pools: Vec<mysql_async::Pool>,
+    primary: Arc<AtomicUsize>,
+}
+
+impl MemberPools {
+    /// A pool per member of `ds`, each with the options `opts` gives for the datasource
+    /// as that member is reached ([`Datasource::member`]).
+    pub fn new(ds: &Datasource, opts: impl Fn(&Datasource) -> mysql_async::OptsBuilder) -> Self {
+        Self {
+            pools: (0..ds.member_count())
+                .map(|m| mysql_async::Pool::new(opts(&ds.member(m))))
+                .collect(),
+            primary: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The primary's pool.
+    pub fn primary(&self) -> &mysql_async::Pool {
+        let m = self.primary.load(Ordering::Relaxed);
+        self.pools.get(m).unwrap_or(&self.pools[0])
+    }
+
+    /// The cell that names the primary (a member index), for the topology to keep.
+    pub fn primary_cell(&self) -> Arc<AtomicUsize> {
+        self.primary.clone()
+    }
+
+    /// Closes every pool's connections.
+    pub async fn disconnect(self) {
+        for pool in self.pools {
+            let _ = pool.disconnect().await;
+        }
+    }
 }
 
 /// How long an idle control-path connection is kept for reuse. mysql_async's default (0)
@@ -162,14 +204,14 @@ impl MysqlIndexTable {
     pub fn new(config: &Config) -> Self {
         let index = &config.index;
         let ds = config.datasource(index.datasource);
-        let opts = control_opts(ds, ds.pool_size as usize);
+        let size = ds.pool_size as usize;
         let table = format!(
             "{}.{}",
             quote_ident(&index.database),
             quote_ident(&index.table)
         );
         Self {
-            pool: mysql_async::Pool::new(opts),
+            pool: MemberPools::new(ds, |member| control_opts(member, size)),
             lookup_sql: format!(
                 "SELECT {} FROM {table} WHERE {} = ?",
                 quote_ident(&index.channel_column),
@@ -188,16 +230,21 @@ impl MysqlIndexTable {
         within(self.timeout, what, f).await.map_err(IndexError)
     }
 
-    /// Closes the pool's connections.
+    /// Closes the pools' connections.
     pub async fn disconnect(self) {
-        let _ = self.pool.disconnect().await;
+        self.pool.disconnect().await;
+    }
+
+    /// The cell naming the index datasource's primary ([`MemberPools::primary_cell`]).
+    pub fn primary_cell(&self) -> Arc<AtomicUsize> {
+        self.pool.primary_cell()
     }
 }
 
 impl IndexTable for MysqlIndexTable {
     async fn lookup(&self, order_id: u64) -> Result<Option<String>, IndexError> {
         self.bounded("lookup", async {
-            let mut conn = self.pool.get_conn().await?;
+            let mut conn = self.pool.primary().get_conn().await?;
             conn.exec_first::<String, _, _>(&self.lookup_sql, (order_id,))
                 .await
         })
@@ -207,7 +254,7 @@ impl IndexTable for MysqlIndexTable {
     async fn insert(&self, order_id: u64, channel: &str) -> Result<String, IndexError> {
         let inserted = self
             .bounded("insert", async {
-                let mut conn = self.pool.get_conn().await?;
+                let mut conn = self.pool.primary().get_conn().await?;
                 conn.exec_drop(&self.insert_sql, (order_id, channel))
                     .await
                     .map(|()| conn.affected_rows())

@@ -146,6 +146,9 @@ pub struct Cluster {
     turn: AtomicUsize,
     /// Reads, causal waits, retried writes.
     pub counters: Counters,
+    /// Cells the control path reads its primary from (the index table's and the leases'
+    /// pools): set whenever a probe round knows the primary.
+    followers: Mutex<Vec<Weak<std::sync::atomic::AtomicUsize>>>,
 }
 
 impl Cluster {
@@ -179,6 +182,7 @@ impl Cluster {
             nudge: Arc::new(Notify::new()),
             turn: AtomicUsize::new(0),
             counters: Counters::default(),
+            followers: Mutex::new(Vec::new()),
         });
         let probes = (0..datasource.members.len())
             .map(|m| MemberProbe::new(datasource, id, m, max_packet))
@@ -205,6 +209,20 @@ impl Cluster {
                 &ds.tls,
                 &ds.tls_ca_certs,
             )
+    }
+
+    /// Keeps `cell` naming this datasource's primary (a member index) from now on: the
+    /// control path's pools ([`crate::route::index::MemberPools`]) follow a failover.
+    pub fn follow(&self, cell: &Arc<std::sync::atomic::AtomicUsize>) {
+        if let Some(m) = self.primary_now() {
+            cell.store(m, Ordering::Relaxed);
+        }
+        let mut followers = self
+            .followers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        followers.retain(|w| w.strong_count() > 0);
+        followers.push(Arc::downgrade(cell));
     }
 
     /// The latest probe round's view.
@@ -413,6 +431,15 @@ impl Cluster {
                     error = %n.error,
                     "a replica's reads changed"
                 );
+            }
+        }
+        if let Primary::Known(m) = next.primary {
+            let followers = self
+                .followers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for cell in followers.iter().filter_map(Weak::upgrade) {
+                cell.store(m, Ordering::Relaxed);
             }
         }
         let round = next.round;

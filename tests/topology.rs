@@ -1,0 +1,684 @@
+//! Datasources that are replication clusters (issue 26), against real MariaDB replication:
+//! a sandbox of its own (`scripts/sandbox.sh up --replicas 1` in
+//! `ROUTEKEY_TOPOLOGY_SANDBOX_DIR`, default `.sandbox-topology`, ports
+//! `ROUTEKEY_TOPOLOGY_DS0_PORT`/`DS1_PORT`, default 33261/33262, replicas on +10) where each
+//! datasource is a semi-synchronous primary and one replica. The tests kill, stop, slow
+//! and promote its servers, so they run one at a time (a lock), each from the canonical
+//! topology (`up` again). `scripts/test.sh` takes that sandbox down afterwards.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Harness, fresh_new_id, insert_order_sql};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts, OptsBuilder};
+use routekey_proxy::config::{Config, Consistency, DatasourceId, Reads, User};
+
+/// BIZ_CHANNEL's shards (12-15) all lie on ds1: its orders are written on ds1's primary.
+const BIZ: u8 = 3;
+const PROBE: Duration = Duration::from_millis(500);
+
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn dir() -> String {
+    std::env::var("ROUTEKEY_TOPOLOGY_SANDBOX_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/.sandbox-topology").to_owned())
+}
+
+fn port(ds: usize) -> u16 {
+    std::env::var(format!("ROUTEKEY_TOPOLOGY_DS{ds}_PORT"))
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(33261 + ds as u16)
+}
+
+/// Port of dsN's primary (`replica` false) or its replica as the sandbox started them.
+fn member_port(ds: usize, replica: bool) -> u16 {
+    port(ds) + if replica { 10 } else { 0 }
+}
+
+/// Runs `scripts/sandbox.sh` on this sandbox; its stdout, or a panic with its stderr.
+async fn sandbox(args: &[&str]) -> String {
+    let mut cmd =
+        tokio::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sandbox.sh"));
+    cmd.args(args)
+        .env("ROUTEKEY_SANDBOX_DIR", dir())
+        .env("ROUTEKEY_DS0_PORT", port(0).to_string())
+        .env("ROUTEKEY_DS1_PORT", port(1).to_string())
+        .kill_on_drop(true);
+    let out = cmd.output().await.expect("scripts/sandbox.sh runs");
+    assert!(
+        out.status.success(),
+        "scripts/sandbox.sh {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The canonical topology: each dsN its primary, one replica of it, everything seeded.
+async fn canonical() -> tokio::sync::MutexGuard<'static, ()> {
+    let guard = LOCK.lock().await;
+    sandbox(&["up", "--replicas", "1"]).await;
+    guard
+}
+
+/// A root connection straight to a server.
+async fn server(port: u16) -> Conn {
+    let opts: Opts = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some("root"))
+        .prefer_socket(false)
+        .into();
+    Conn::new(opts)
+        .await
+        .unwrap_or_else(|e| panic!("server on {port}: {e}"))
+}
+
+/// The demo configuration with both datasources as clusters of this sandbox (primary
+/// first), reached as `routekey_rw` (an account `read_only` stops), probed every 500 ms;
+/// users `app` (reads on the primary), `app_ro` (reads on replicas, causal) and `app_ev`
+/// (reads on replicas, eventual).
+fn cluster_config() -> Config {
+    let mut config = common::config();
+    for (i, ds) in config.datasources.iter_mut().enumerate() {
+        ds.members = vec![
+            format!("127.0.0.1:{}", member_port(i, false)),
+            format!("127.0.0.1:{}", member_port(i, true)),
+        ];
+        ds.address = ds.members[0].clone();
+        ds.cluster = true;
+        ds.user = "routekey_rw".into();
+        ds.password = "routekey-secret".into();
+    }
+    config.topology.probe_interval = PROBE;
+    config.topology.probe_timeout = PROBE;
+    for (name, consistency) in [
+        ("app_ro", Consistency::Session),
+        ("app_ev", Consistency::Eventual),
+    ] {
+        let mut user = User::new(name, "app");
+        user.reads = Reads::Replica;
+        user.consistency = consistency;
+        config.users.push(user);
+    }
+    config
+}
+
+async fn client(h: &Harness, user: &str) -> Conn {
+    let opts = OptsBuilder::from_opts(h.opts())
+        .user(Some(user))
+        .pass(Some("app"));
+    Conn::new(opts).await.unwrap()
+}
+
+/// Waits until every member of both datasources was probed and ds1's replica serves reads.
+async fn settled(h: &Harness) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let rt = h.proxy.runtime();
+        let ready = (0..2).all(|d| {
+            let view = rt.topology.cluster(DatasourceId(d)).unwrap().view();
+            view.members[1].readable
+                && rt.topology.cluster(DatasourceId(d)).unwrap().primary_now() == Some(0)
+        });
+        if ready {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the clusters did not settle: {:?}",
+            rt.topology.cluster(DatasourceId(1)).unwrap().view()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// ds1's counters: (primary reads, replica reads, reads by its replica member).
+fn ds1_reads(h: &Harness) -> (u64, u64, u64) {
+    let rt = h.proxy.runtime();
+    let c = rt.topology.cluster(DatasourceId(1)).unwrap();
+    (
+        c.counters.primary_reads.load(Ordering::Relaxed),
+        c.counters.replica_reads.load(Ordering::Relaxed),
+        c.members[1].reads.load(Ordering::Relaxed),
+    )
+}
+
+/// Holds a read lock on ds1's replica tables in bursts (`burst` every `every`) until
+/// `stop`: its SQL thread falls behind meanwhile while it stays in rotation.
+fn slow_replica(
+    stop: Arc<AtomicBool>,
+    burst: Duration,
+    every: Duration,
+) -> tokio::task::JoinHandle<u64> {
+    tokio::spawn(async move {
+        let mut conn = server(member_port(1, true)).await;
+        let mut bursts = 0;
+        while !stop.load(Ordering::Relaxed) {
+            conn.query_drop("FLUSH TABLES WITH READ LOCK")
+                .await
+                .unwrap();
+            tokio::time::sleep(burst).await;
+            conn.query_drop("UNLOCK TABLES").await.unwrap();
+            bursts += 1;
+            tokio::time::sleep(every.saturating_sub(burst)).await;
+        }
+        bursts
+    })
+}
+
+/// `clients` sessions of `user` each run `pairs` inserts of a BIZ order and a read of it
+/// (the read on another statement of the same session); returns the reads that missed.
+async fn insert_then_read(h: &Harness, user: &str, clients: usize, pairs: usize) -> u64 {
+    let misses = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let mut c = client(h, user).await;
+        let misses = misses.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..pairs {
+                let id = fresh_new_id(BIZ);
+                c.query_drop(insert_order_sql(id, "BIZ_CHANNEL", "ryw"))
+                    .await
+                    .unwrap();
+                let got: Option<u64> = c
+                    .query_first(format!(
+                        "SELECT order_id FROM t_order WHERE order_id = {id}"
+                    ))
+                    .await
+                    .unwrap();
+                if got != Some(id) {
+                    misses.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    misses.load(Ordering::Relaxed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_see_the_sessions_own_writes_on_a_slowed_replica() {
+    let _guard = canonical().await;
+    let h = Harness::start_with(cluster_config()).await;
+    settled(&h).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let slow = slow_replica(
+        stop.clone(),
+        Duration::from_millis(40),
+        Duration::from_millis(400),
+    );
+
+    let before = ds1_reads(&h);
+    let started = Instant::now();
+    let misses = insert_then_read(&h, "app_ro", 16, 1250).await;
+    let took = started.elapsed();
+    let after = ds1_reads(&h);
+    let (primary, replica) = (after.0 - before.0, after.1 - before.1);
+    let rt = h.proxy.runtime();
+    let counters = &rt.topology.cluster(DatasourceId(1)).unwrap().counters;
+    eprintln!(
+        "session consistency: 20000 pairs in {took:?}, {misses} misses, reads primary {primary} replica {replica}, causal waits caught up {} timed out {}",
+        counters.causal_caught_up.load(Ordering::Relaxed),
+        counters.causal_timed_out.load(Ordering::Relaxed)
+    );
+    assert_eq!(misses, 0, "a read missed the session's own write");
+    assert!(primary + replica >= 20_000);
+    assert!(
+        replica * 10 >= (primary + replica) * 7,
+        "replicas served {replica} of {} reads (under 70%)",
+        primary + replica
+    );
+
+    // The same with consistency = "eventual": reads on the replica right after the write
+    // miss it (the test shows the check is what prevents it).
+    let misses = insert_then_read(&h, "app_ev", 16, 200).await;
+    eprintln!("eventual consistency: 3200 pairs, {misses} misses");
+    assert!(
+        misses > 0,
+        "eventual reads never missed: the replica was not behind"
+    );
+
+    // The token across two connections: one writes, the other reads with /*after=...*/.
+    let mut writer = client(&h, "app").await;
+    let mut reader = client(&h, "app_ro").await;
+    let mut token_misses = 0;
+    for _ in 0..500 {
+        let id = fresh_new_id(BIZ);
+        writer
+            .query_drop(insert_order_sql(id, "BIZ_CHANNEL", "token"))
+            .await
+            .unwrap();
+        let token: String = writer
+            .query_first("SELECT ROUTEKEY_WRITE_TOKEN()")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(token.starts_with("ds1:"), "token {token}");
+        let got: Option<u64> = reader
+            .query_first(format!(
+                "SELECT /*after='{token}'*/ order_id FROM t_order WHERE order_id = {id}"
+            ))
+            .await
+            .unwrap();
+        if got != Some(id) {
+            token_misses += 1;
+        }
+    }
+    eprintln!("token across connections: 500 pairs, {token_misses} misses");
+    assert_eq!(token_misses, 0);
+    stop.store(true, Ordering::Relaxed);
+    let bursts = slow.await.unwrap();
+    assert!(bursts > 3, "the replica was slowed {bursts} times");
+    h.stop().await;
+}
+
+/// Reads of seeded BIZ orders by `clients` sessions of `user` until `stop`; counts errors.
+fn readers(
+    h: &Harness,
+    user: &'static str,
+    clients: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<(u64, u64, Vec<String>)>> {
+    let ids: Vec<u64> = common::seed().channels["BIZ_CHANNEL"]
+        .new_format_ids
+        .clone();
+    (0..clients)
+        .map(|i| {
+            let opts = OptsBuilder::from_opts(h.opts())
+                .user(Some(user))
+                .pass(Some("app"));
+            let stop = stop.clone();
+            let ids = ids.clone();
+            tokio::spawn(async move {
+                let mut c = Conn::new(opts).await.unwrap();
+                let (mut ok, mut failed, mut errors) = (0, 0, Vec::new());
+                let mut k = i;
+                while !stop.load(Ordering::Relaxed) {
+                    let id = ids[k % ids.len()];
+                    k += 7;
+                    match c
+                        .query_first::<u64, _>(format!(
+                            "SELECT order_id FROM t_order WHERE order_id = {id}"
+                        ))
+                        .await
+                    {
+                        Ok(Some(_)) => ok += 1,
+                        Ok(None) => {
+                            failed += 1;
+                            errors.push(format!("order {id} not found"));
+                        }
+                        Err(e) => {
+                            failed += 1;
+                            errors.push(e.to_string());
+                            c = Conn::new(c.opts().clone()).await.unwrap();
+                        }
+                    }
+                }
+                (ok, failed, errors)
+            })
+        })
+        .collect()
+}
+
+async fn finish(
+    tasks: Vec<tokio::task::JoinHandle<(u64, u64, Vec<String>)>>,
+) -> (u64, u64, Vec<String>) {
+    let mut total = (0, 0, Vec::new());
+    for t in tasks {
+        let (ok, failed, errors) = t.await.unwrap();
+        total.0 += ok;
+        total.1 += failed;
+        total.2.extend(errors);
+    }
+    total
+}
+
+async fn replica_reads_between(h: &Harness, wait: Duration) -> u64 {
+    let before = ds1_reads(h).2;
+    tokio::time::sleep(wait).await;
+    ds1_reads(h).2 - before
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lagging_replica_gets_no_reads_until_it_catches_up() {
+    let _guard = canonical().await;
+    let h = Harness::start_with(cluster_config()).await;
+    settled(&h).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = readers(&h, "app_ro", 8, stop.clone());
+    assert!(
+        replica_reads_between(&h, Duration::from_secs(1)).await > 0,
+        "the replica serves reads"
+    );
+    let mut replica = server(member_port(1, true)).await;
+    replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    let stopped = Instant::now();
+    // Within probe_interval + 1 s no read goes to it any more.
+    tokio::time::sleep(PROBE + Duration::from_secs(1)).await;
+    let during = replica_reads_between(&h, Duration::from_secs(2)).await;
+    assert_eq!(
+        during, 0,
+        "{during} reads went to a replica whose SQL thread is stopped"
+    );
+    let view = h
+        .proxy
+        .runtime()
+        .topology
+        .cluster(DatasourceId(1))
+        .unwrap()
+        .view();
+    assert_eq!(
+        view.members[1].lag, None,
+        "a stopped SQL thread is not 0 lag"
+    );
+    replica.query_drop("START SLAVE SQL_THREAD").await.unwrap();
+    // Back after two good probes in a row.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if replica_reads_between(&h, Duration::from_millis(300)).await > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not return to rotation"
+        );
+    }
+    eprintln!(
+        "lag: out of rotation within {:?}, back after start",
+        stopped.elapsed()
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (ok, failed, errors) = finish(tasks).await;
+    assert_eq!(failed, 0, "{errors:?}");
+    assert!(ok > 100);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_replica_fails_no_read() {
+    let _guard = canonical().await;
+    let h = Harness::start_with(cluster_config()).await;
+    settled(&h).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = readers(&h, "app_ro", 16, stop.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = sandbox(&["pid", "ds1r1"]).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = replica_reads_between(&h, Duration::from_secs(1)).await;
+    assert_eq!(during, 0, "reads went to a killed replica");
+    sandbox(&["start", "ds1r1"]).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if replica_reads_between(&h, Duration::from_millis(300)).await > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted replica did not return to rotation"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (ok, failed, errors) = finish(tasks).await;
+    eprintln!("replica killed: {ok} reads, {failed} failed");
+    assert_eq!(
+        failed, 0,
+        "reads failed when a replica was killed: {errors:?}"
+    );
+    h.stop().await;
+}
+
+/// Writers of BIZ orders through `user` until `stop`: (acknowledged ids, errors with the
+/// time they happened).
+fn writers(
+    h: &Harness,
+    clients: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<(Vec<(u64, Instant)>, Vec<(Instant, String)>)>> {
+    (0..clients)
+        .map(|_| {
+            let opts = h.opts();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut c = Conn::new(opts.clone()).await.unwrap();
+                let (mut acked, mut errors) = (Vec::new(), Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    let id = fresh_new_id(BIZ);
+                    match c
+                        .query_drop(insert_order_sql(id, "BIZ_CHANNEL", "failover"))
+                        .await
+                    {
+                        Ok(()) => acked.push((id, Instant::now())),
+                        Err(e) => {
+                            errors.push((Instant::now(), e.to_string()));
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            if let Ok(fresh) = Conn::new(opts.clone()).await {
+                                c = fresh;
+                            }
+                        }
+                    }
+                }
+                (acked, errors)
+            })
+        })
+        .collect()
+}
+
+async fn written(
+    tasks: Vec<tokio::task::JoinHandle<(Vec<(u64, Instant)>, Vec<(Instant, String)>)>>,
+) -> (Vec<(u64, Instant)>, Vec<(Instant, String)>) {
+    let (mut acked, mut errors) = (Vec::new(), Vec::new());
+    for t in tasks {
+        let (a, e) = t.await.unwrap();
+        acked.extend(a);
+        errors.extend(e);
+    }
+    (acked, errors)
+}
+
+/// How many of `ids` the BIZ shards of the server on `port` hold.
+async fn present(port: u16, ids: &[u64]) -> usize {
+    let mut conn = server(port).await;
+    let mut found = 0;
+    for chunk in ids.chunks(500) {
+        let list = chunk
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let union = (12..16)
+            .map(|s| {
+                format!(
+                    "SELECT COUNT(*) AS n FROM order_shards.t_order_{s} WHERE order_id IN ({list})"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        let counts: Vec<u64> = conn.query(union).await.unwrap();
+        found += counts.iter().sum::<u64>() as usize;
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_keeps_every_acknowledged_write() {
+    let _guard = canonical().await;
+    let h = Harness::start_with(cluster_config()).await;
+    settled(&h).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = writers(&h, 16, stop.clone());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let pid = sandbox(&["pid", "ds1"]).await;
+    let killed_at = Instant::now();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sandbox(&["promote", "ds1r1"]).await;
+    let promoted_at = Instant::now();
+    let wait = h.proxy.runtime().config.topology.failover_wait;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (acked, errors) = written(tasks).await;
+    let first_after = acked
+        .iter()
+        .filter(|(_, t)| *t > promoted_at)
+        .map(|(_, t)| *t)
+        .min()
+        .expect("writes resumed after the promotion");
+    let resumed = first_after.duration_since(promoted_at);
+    let ids: Vec<u64> = acked.iter().map(|(id, _)| *id).collect();
+    let on_new_primary = present(member_port(1, true), &ids).await;
+    eprintln!(
+        "failover: {} writes acknowledged, {} errors ({:?}), killed at +0, promoted at +{:?}, writes resumed {:?} after the promotion, {on_new_primary} acknowledged rows on the new primary",
+        ids.len(),
+        errors.len(),
+        errors.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>(),
+        promoted_at.duration_since(killed_at),
+        resumed
+    );
+    assert!(
+        resumed <= wait + PROBE,
+        "writes resumed {resumed:?} after the promotion"
+    );
+    assert_eq!(
+        on_new_primary,
+        ids.len(),
+        "an acknowledged write is missing on the new primary"
+    );
+    // Errors only for the statements in flight when the primary died: at most one per writer.
+    assert!(errors.len() <= 16, "{} errors: {errors:?}", errors.len());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn switchover_loses_no_write() {
+    let _guard = canonical().await;
+    let h = Harness::start_with(cluster_config()).await;
+    settled(&h).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = writers(&h, 16, stop.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    sandbox(&["promote", "ds1r1"]).await;
+    let promoted_at = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (acked, errors) = written(tasks).await;
+    let after = acked.iter().filter(|(_, t)| *t > promoted_at).count();
+    let ids: Vec<u64> = acked.iter().map(|(id, _)| *id).collect();
+    let on_new_primary = present(member_port(1, true), &ids).await;
+    let retried = h
+        .proxy
+        .runtime()
+        .topology
+        .cluster(DatasourceId(1))
+        .unwrap()
+        .counters
+        .writes_retried
+        .load(Ordering::Relaxed);
+    eprintln!(
+        "switchover: {} writes, {after} after the promotion, {} errors, {retried} retried, {on_new_primary} on the new primary",
+        ids.len(),
+        errors.len()
+    );
+    assert!(
+        errors.is_empty(),
+        "writes failed during a switchover: {errors:?}"
+    );
+    assert!(after > 0);
+    assert_eq!(on_new_primary, ids.len());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn split_brain_refuses_writes_and_keeps_reads() {
+    let _guard = canonical().await;
+    let h = Harness::start_with(cluster_config()).await;
+    settled(&h).await;
+    let mut c = h.client().await;
+    let mut replica = server(member_port(1, true)).await;
+    replica
+        .query_drop("SET GLOBAL read_only = 0")
+        .await
+        .unwrap();
+    tokio::time::sleep(PROBE * 3).await;
+    let id = fresh_new_id(BIZ);
+    let refused = c
+        .query_drop(insert_order_sql(id, "BIZ_CHANNEL", "split"))
+        .await;
+    let (code, _, message) = common::server_error(refused);
+    assert_eq!(code, 1290);
+    assert!(
+        message.contains("split brain")
+            && message.contains(&format!("127.0.0.1:{}", member_port(1, true))),
+        "{message}"
+    );
+    let seeded = common::seed().channels["BIZ_CHANNEL"].new_format_ids[0];
+    let got: Option<u64> = c
+        .query_first(format!(
+            "SELECT order_id FROM t_order WHERE order_id = {seeded}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(got, Some(seeded), "reads go on during a split brain");
+    // Writes to the other datasource are not affected.
+    c.query_drop(insert_order_sql(
+        fresh_new_id(5),
+        "EU_CHANNEL",
+        "split-other",
+    ))
+    .await
+    .unwrap();
+    let metrics = h.metrics_text().await;
+    assert!(
+        metrics.contains("routekey_split_brain{datasource=\"ds1\"} 1"),
+        "{metrics}"
+    );
+    let topology: Vec<(String, String, String)> = c
+        .query_map("SHOW ROUTEKEY TOPOLOGY", |row: mysql_async::Row| {
+            (
+                row.get::<String, _>(0).unwrap(),
+                row.get::<String, _>(1).unwrap(),
+                row.get::<String, _>(2).unwrap(),
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        topology
+            .iter()
+            .filter(|(ds, _, role)| ds == "ds1" && role == "writable")
+            .count(),
+        2,
+        "{topology:?}"
+    );
+    replica
+        .query_drop("SET GLOBAL read_only = 1")
+        .await
+        .unwrap();
+    tokio::time::sleep(PROBE * 3).await;
+    c.query_drop(insert_order_sql(id, "BIZ_CHANNEL", "split"))
+        .await
+        .unwrap();
+    assert!(
+        h.metrics_text()
+            .await
+            .contains("routekey_split_brain{datasource=\"ds1\"} 0")
+    );
+    h.stop().await;
+}
