@@ -40,7 +40,7 @@ type Route<'a> = (
 
 impl Ex {
     fn from_row(r: Row) -> Self {
-        assert_eq!(r.len(), 8, "EXPLAIN ROUTE has 8 columns");
+        assert_eq!(r.len(), 9, "EXPLAIN ROUTE has 9 columns");
         Ex {
             order_id: r.get(0).unwrap(),
             layer: r.get(1).unwrap(),
@@ -191,7 +191,8 @@ async fn a_decoded_id_shows_its_shard_and_the_statement_that_shard_runs() {
             "shard",
             "datasource",
             "physical_table",
-            "statement"
+            "statement",
+            "member"
         ]
     );
     for (name, ..) in CHANNELS {

@@ -92,9 +92,18 @@ impl Session {
             .await?;
         statement.binary = params.is_some();
         let plan = self.plan(&statement, true).await?;
+        let access = super::run::step_access(&plan, &statement);
         let table: Vec<Vec<Option<Vec<u8>>>> = rows(&plan, &self.rt.config)
             .into_iter()
-            .map(cells)
+            .map(|r| {
+                let member = r
+                    .datasource
+                    .as_deref()
+                    .and_then(|name| self.member_for(name, access, statement.hints.read));
+                let mut row = cells(r);
+                row.push(member.map(String::into_bytes));
+                row
+            })
             .collect();
         self.state.warnings.clear();
         self.state.row_count = -1;

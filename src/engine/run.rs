@@ -595,7 +595,7 @@ fn backend_error_code(e: &ProxyError) -> Option<String> {
 /// How a data statement's steps reach a clustered datasource: `Read` (a replica may answer)
 /// for a SELECT that writes nothing, pins nothing and takes no lock
 /// ([`crate::sql::reads::replica_may_answer`]); `Primary` for everything else.
-fn step_access(plan: &Plan, s: &Prepared<'_>) -> Access {
+pub(super) fn step_access(plan: &Plan, s: &Prepared<'_>) -> Access {
     let reads = !plan.write
         && s.analysis.verb == Verb::Select
         && !s.analysis.pins

@@ -92,6 +92,51 @@ impl Session {
         client.result_set(&columns, &rows, ("", ""), self.final_status(more))
     }
 
+    /// EXPLAIN ROUTE's `member` for a step on datasource `name` reached with `access`
+    /// (`hint`: the statement's `/*read=...*/`): the member a statement of this session
+    /// would go to now, and why; `None` for a datasource of one server.
+    pub(super) fn member_for(
+        &self,
+        name: &str,
+        access: crate::execute::Access,
+        hint: Option<crate::config::Reads>,
+    ) -> Option<String> {
+        let at = self
+            .rt
+            .config
+            .datasources
+            .iter()
+            .position(|d| d.name == name)?;
+        let ds = crate::config::DatasourceId(at as u16);
+        let cluster = self.rt.topology.cluster(ds)?;
+        let reads = hint.unwrap_or(self.user_reads.0);
+        let primary = || match cluster.primary_now() {
+            Some(m) => format!("{} (primary)", cluster.members[m].address),
+            None => "no primary known (writes wait for one)".to_owned(),
+        };
+        if access == crate::execute::Access::Primary || reads == crate::config::Reads::Primary {
+            return Some(primary());
+        }
+        let Some(required) = self.txn.replica_read(ds, self.user_reads.1) else {
+            return Some(format!(
+                "{} (this session's reads stay on the primary now)",
+                primary()
+            ));
+        };
+        Some(match cluster.replica(&required) {
+            crate::topology::ReplicaChoice::Ready(m) => {
+                format!("{} (replica)", cluster.members[m].address)
+            }
+            crate::topology::ReplicaChoice::Behind(m) => format!(
+                "{} (replica, after waiting up to {:?} for this session's writes; else the primary)",
+                cluster.members[m].address, cluster.settings.causal_wait
+            ),
+            crate::topology::ReplicaChoice::None => {
+                format!("{} (no replica serves reads now)", primary())
+            }
+        })
+    }
+
     /// `SELECT ROUTEKEY_WRITE_TOKEN()`: the positions of the session's last committed
     /// writes on clustered datasources (empty when none), for `/*after='TOKEN'*/`.
     pub fn write_token(

@@ -365,13 +365,11 @@ impl Transaction {
         let Some(cluster) = wants.topology.cluster(ds) else {
             return self.fresh_on(ds, 0, wants).await;
         };
-        if target.access == Access::Read
-            && wants.reads == Reads::Replica
-            && self.may_read_replica()
-            && !self.unknown.contains(&ds)
-        {
-            if let Some(conn) = self.replica(cluster, wants).await {
-                return Ok(conn);
+        if target.access == Access::Read && wants.reads == Reads::Replica {
+            if let Some(required) = self.replica_read(ds, wants.causal) {
+                if let Some(conn) = self.replica(cluster, &required, wants).await {
+                    return Ok(conn);
+                }
             }
         }
         let member = cluster.primary().await?;
@@ -394,6 +392,13 @@ impl Transaction {
         (read_only_begin || !self.in_transaction()) && !self.pinned && self.locked.is_empty()
     }
 
+    /// Whether a read of `ds` may go to a replica now, and if so what it must have applied
+    /// ([`Transaction::required`]); `None`: the primary reads (a transaction, pinned state,
+    /// locks, or a write whose GTID is unknown).
+    pub fn replica_read(&self, ds: DatasourceId, causal: bool) -> Option<GtidSet> {
+        (self.may_read_replica() && !self.unknown.contains(&ds)).then(|| self.required(ds, causal))
+    }
+
     /// What a read of `ds` must have applied: the session's writes there (with causal
     /// reads) and the statement's `after` token.
     fn required(&self, ds: DatasourceId, causal: bool) -> GtidSet {
@@ -407,10 +412,14 @@ impl Transaction {
 
     /// A replica's connection for a read, or `None` (the primary reads): none readable,
     /// the chosen one unreachable, or behind the session's writes beyond `causal_wait`.
-    async fn replica(&self, cluster: &Cluster, wants: &Wants<'_>) -> Option<PooledConn> {
+    async fn replica(
+        &self,
+        cluster: &Cluster,
+        required: &GtidSet,
+        wants: &Wants<'_>,
+    ) -> Option<PooledConn> {
         let ds = cluster.id;
-        let required = self.required(ds, wants.causal);
-        let (member, behind) = match cluster.replica(&required) {
+        let (member, behind) = match cluster.replica(required) {
             ReplicaChoice::Ready(m) => (m, false),
             ReplicaChoice::Behind(m) => (m, true),
             ReplicaChoice::None => return None,
@@ -437,7 +446,7 @@ impl Transaction {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return None;
             }
-            cluster.caught_up(member, &required);
+            cluster.caught_up(member, required);
         }
         cluster.count_read(member, true);
         Some(conn)

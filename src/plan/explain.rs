@@ -9,7 +9,7 @@ use super::{Plan, PlanKind};
 use crate::config::Config;
 
 /// The result columns, in order.
-pub const COLUMNS: [&str; 8] = [
+pub const COLUMNS: [&str; 9] = [
     "order_id",
     "layer",
     "decode_failure",
@@ -18,6 +18,10 @@ pub const COLUMNS: [&str; 8] = [
     "datasource",
     "physical_table",
     "statement",
+    // Where the session's statement would go on a datasource with `members` (the engine
+    // fills it in: the member depends on the session and the latest probe); NULL for a
+    // datasource of one server.
+    "member",
 ];
 
 /// One row of EXPLAIN ROUTE.
