@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of routekey-proxy on this machine: brings the MariaDB sandbox up (installing
 # MariaDB when missing), installs redis-server when missing (tests/redis.rs starts its own),
-# runs `cargo test` (unit tests and the in-process end-to-end tests), the Prometheus test
+# runs `cargo test` (unit tests and the in-process end-to-end tests; tests/topology.rs
+# starts a sandbox of its own with replicas, .sandbox-topology, taken down at the end), the
+# Prometheus test
 # (scripts/prometheus-test.sh: the Grafana dashboard's expressions against a real Prometheus
 # scraping a proxy under a known workload; installs prometheus with apt-get when missing),
 # then the real-client suites of tests/clients (mariadb CLI, PyMySQL, mysql-connector-python,
@@ -30,6 +32,13 @@ cleanup() {
         done
     fi
     scripts/sandbox.sh down >/dev/null 2>&1 || true
+    # The replication sandbox tests/topology.rs starts (primaries with replicas).
+    if [[ -d "${ROUTEKEY_TOPOLOGY_SANDBOX_DIR:-.sandbox-topology}" ]]; then
+        ROUTEKEY_SANDBOX_DIR="${ROUTEKEY_TOPOLOGY_SANDBOX_DIR:-.sandbox-topology}" \
+            ROUTEKEY_DS0_PORT="${ROUTEKEY_TOPOLOGY_DS0_PORT:-33261}" \
+            ROUTEKEY_DS1_PORT="${ROUTEKEY_TOPOLOGY_DS1_PORT:-33262}" \
+            scripts/sandbox.sh down --purge >/dev/null 2>&1 || true
+    fi
 }
 trap cleanup EXIT
 step "sandbox up"

@@ -372,11 +372,18 @@ impl Transaction {
                 }
             }
         }
-        let member = cluster.primary().await?;
-        match target.access {
-            Access::Read => cluster.count_read(member, false),
-            Access::Primary => cluster.count_write(member),
-        }
+        let member = match target.access {
+            Access::Read => {
+                let m = cluster.primary_for_read().await?;
+                cluster.count_read(m, false);
+                m
+            }
+            Access::Primary => {
+                let m = cluster.primary().await?;
+                cluster.count_write(m);
+                m
+            }
+        };
         let conn = self.fresh_on(ds, member, wants).await;
         if conn.is_err() {
             // The primary may be gone: the next write looks again sooner.

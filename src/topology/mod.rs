@@ -250,6 +250,20 @@ impl Cluster {
     /// No primary within `failover_wait` ([`ProxyError::Unavailable`], the members' roles
     /// named); several writable members (split brain: 1290, the members named), at once.
     pub async fn primary(&self) -> Result<usize, ProxyError> {
+        self.writable(false).await
+    }
+
+    /// The member a read goes to when no replica serves it: the primary, or during a
+    /// split brain the last member known as the primary (else the first writable one);
+    /// waits like [`Cluster::primary`] while no member is writable.
+    ///
+    /// # Errors
+    /// No writable member within `failover_wait`.
+    pub async fn primary_for_read(&self) -> Result<usize, ProxyError> {
+        self.writable(true).await
+    }
+
+    async fn writable(&self, read: bool) -> Result<usize, ProxyError> {
         if let Some(m) = self.primary_now() {
             return Ok(m);
         }
@@ -259,6 +273,10 @@ impl Cluster {
             let view = self.view.load_full();
             match &view.primary {
                 Primary::Known(m) => return Ok(*m),
+                Primary::SplitBrain(writable) if read => {
+                    let last = view.last_primary.filter(|m| writable.contains(m));
+                    return Ok(last.unwrap_or(writable[0]));
+                }
                 Primary::SplitBrain(writable) => return Err(self.split_brain(writable)),
                 Primary::None => {}
             }

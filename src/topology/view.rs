@@ -135,6 +135,8 @@ pub struct View {
     pub round: u64,
     /// Where writes go.
     pub primary: Primary,
+    /// The last member known as the primary (reads go there during a split brain).
+    pub last_primary: Option<usize>,
     /// By member index.
     pub members: Vec<MemberView>,
 }
@@ -145,6 +147,7 @@ impl View {
         Self {
             round: 0,
             primary: Primary::None,
+            last_primary: None,
             members: (0..members).map(|_| MemberView::unknown()).collect(),
         }
     }
@@ -188,9 +191,14 @@ impl View {
                 Role::Writable
             };
         }
+        let last_primary = match primary {
+            Primary::Known(m) => Some(m),
+            _ => self.last_primary,
+        };
         View {
             round: self.round + 1,
             primary,
+            last_primary,
             members,
         }
     }
