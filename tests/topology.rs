@@ -682,3 +682,182 @@ async fn split_brain_refuses_writes_and_keeps_reads() {
     );
     h.stop().await;
 }
+
+/// Statements ds1's primary (reads and primary accesses) and its replica (reads) served
+/// during `f`.
+async fn served_by<F: std::future::Future<Output = ()>>(h: &Harness, f: F) -> (u64, u64) {
+    let rt = h.proxy.runtime();
+    let c = rt.topology.cluster(DatasourceId(1)).unwrap();
+    let primary =
+        || c.members[0].reads.load(Ordering::Relaxed) + c.members[0].writes.load(Ordering::Relaxed);
+    let (p0, r0) = (primary(), c.members[1].reads.load(Ordering::Relaxed));
+    f.await;
+    (
+        primary() - p0,
+        c.members[1].reads.load(Ordering::Relaxed) - r0,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn what_stays_on_the_primary_and_what_a_replica_reads() {
+    let _guard = canonical().await;
+    let h = Harness::start_with(cluster_config()).await;
+    settled(&h).await;
+    let seeded = common::seed().channels["BIZ_CHANNEL"].new_format_ids[3];
+    let read = format!("SELECT order_id FROM t_order WHERE order_id = {seeded}");
+    let mut ro = client(&h, "app_ro").await;
+    let mut app = client(&h, "app").await;
+
+    // A plain read of app_ro: the replica; of app: the primary; hints override both.
+    assert_eq!(
+        served_by(&h, async { ro.query_drop(&read).await.unwrap() }).await,
+        (0, 1)
+    );
+    assert_eq!(
+        served_by(&h, async { app.query_drop(&read).await.unwrap() }).await,
+        (1, 0)
+    );
+    let hinted =
+        format!("SELECT /*read='primary'*/ order_id FROM t_order WHERE order_id = {seeded}");
+    assert_eq!(
+        served_by(&h, async { ro.query_drop(&hinted).await.unwrap() }).await,
+        (1, 0)
+    );
+    let hinted =
+        format!("SELECT /*read='replica'*/ order_id FROM t_order WHERE order_id = {seeded}");
+    assert_eq!(
+        served_by(&h, async { app.query_drop(&hinted).await.unwrap() }).await,
+        (0, 1)
+    );
+
+    // Locking reads and user variables assigned: the primary (the assignment pins its
+    // session's connections, so a session of its own).
+    let sql = format!("{read} FOR UPDATE");
+    let (p, r) = served_by(&h, async { ro.query_drop(&sql).await.unwrap() }).await;
+    assert_eq!((p > 0, r), (true, 0), "{sql}");
+    let mut pinned = client(&h, "app_ro").await;
+    let (p, r) = served_by(&h, async {
+        pinned
+            .query_drop(format!(
+                "SELECT @x := order_id FROM t_order WHERE order_id = {seeded}"
+            ))
+            .await
+            .unwrap();
+        pinned.query_drop(&read).await.unwrap();
+    })
+    .await;
+    assert_eq!((p, r), (2, 0), "a pinned session reads on the primary");
+    // A read-write transaction: every statement on the primary.
+    let (p, r) = served_by(&h, async {
+        ro.query_drop("BEGIN").await.unwrap();
+        ro.query_drop(&read).await.unwrap();
+        ro.query_drop(&read).await.unwrap();
+        ro.query_drop("COMMIT").await.unwrap();
+    })
+    .await;
+    assert_eq!(
+        (p > 0, r),
+        (true, 0),
+        "a transaction's reads stay on the primary"
+    );
+    // A read-only transaction: one replica for its whole life.
+    let (p, r) = served_by(&h, async {
+        ro.query_drop("START TRANSACTION READ ONLY").await.unwrap();
+        ro.query_drop(&read).await.unwrap();
+        ro.query_drop(&read).await.unwrap();
+        ro.query_drop("COMMIT").await.unwrap();
+    })
+    .await;
+    assert_eq!((p, r), (0, 2), "a READ ONLY transaction reads on a replica");
+    // autocommit off: a transaction with every statement: the primary.
+    let (p, r) = served_by(&h, async {
+        ro.query_drop("SET autocommit = 0").await.unwrap();
+        ro.query_drop(&read).await.unwrap();
+        ro.query_drop("COMMIT").await.unwrap();
+        ro.query_drop("SET autocommit = 1").await.unwrap();
+    })
+    .await;
+    assert_eq!((p > 0, r), (true, 0));
+
+    // Prepared statements execute on whichever member the read goes to.
+    let stmt = ro
+        .prep("SELECT order_id, note FROM t_order WHERE order_id = ?")
+        .await
+        .unwrap();
+    let (p, r) = served_by(&h, async {
+        for _ in 0..3 {
+            let got: Option<(u64, Option<String>)> = ro.exec_first(&stmt, (seeded,)).await.unwrap();
+            assert_eq!(got.map(|g| g.0), Some(seeded));
+        }
+    })
+    .await;
+    assert_eq!((p, r), (0, 3), "prepared executes on the replica");
+    // A prepared read right after the session's write sees it.
+    let id = fresh_new_id(BIZ);
+    ro.query_drop(insert_order_sql(id, "BIZ_CHANNEL", "prepared"))
+        .await
+        .unwrap();
+    let got: Option<(u64, Option<String>)> = ro.exec_first(&stmt, (id,)).await.unwrap();
+    assert_eq!(got.map(|g| g.0), Some(id));
+
+    // EXPLAIN ROUTE names the member.
+    let member: Option<String> = ro
+        .query_first::<mysql_async::Row, _>(format!("EXPLAIN ROUTE {read}"))
+        .await
+        .unwrap()
+        .and_then(|row| row.get(8));
+    assert_eq!(
+        member.as_deref(),
+        Some(format!("127.0.0.1:{} (replica)", member_port(1, true)).as_str())
+    );
+    let member: Option<String> = app
+        .query_first::<mysql_async::Row, _>(format!("EXPLAIN ROUTE {read}"))
+        .await
+        .unwrap()
+        .and_then(|row| row.get(8));
+    assert_eq!(
+        member.as_deref(),
+        Some(format!("127.0.0.1:{} (primary)", member_port(1, false)).as_str())
+    );
+
+    // A bad token is an error naming it, not a silent read.
+    let bad = ro
+        .query_drop(format!(
+            "SELECT /*after='ds9:0-1-1'*/ order_id FROM t_order WHERE order_id = {seeded}"
+        ))
+        .await;
+    let (code, _, message) = common::server_error(bad);
+    assert_eq!(code, 1210, "{message}");
+    // SHOW ROUTEKEY TOPOLOGY: a row per member, roles from the probes.
+    let rows: Vec<(String, String, String, String)> = ro
+        .query_map("SHOW ROUTEKEY TOPOLOGY", |row: mysql_async::Row| {
+            (
+                row.get(0).unwrap(),
+                row.get(1).unwrap(),
+                row.get(2).unwrap(),
+                row.get(3).unwrap(),
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(
+        rows[2],
+        (
+            "ds1".into(),
+            format!("127.0.0.1:{}", member_port(1, false)),
+            "primary".into(),
+            "serving_writes".into()
+        )
+    );
+    assert_eq!(
+        rows[3],
+        (
+            "ds1".into(),
+            format!("127.0.0.1:{}", member_port(1, true)),
+            "replica".into(),
+            "serving_reads".into()
+        )
+    );
+    h.stop().await;
+}

@@ -117,7 +117,10 @@ impl Session {
         if access == crate::execute::Access::Primary || reads == crate::config::Reads::Primary {
             return Some(primary());
         }
-        let Some(required) = self.txn.replica_read(ds, self.user_reads.1) else {
+        let Some(required) = self
+            .txn
+            .replica_read(ds, self.user_reads.1, self.state.autocommit)
+        else {
             return Some(format!(
                 "{} (this session's reads stay on the primary now)",
                 primary()

@@ -160,6 +160,25 @@ async fn spare(txn: &Transaction, target: Target, wants: &Wants<'_>) -> Option<P
     }
 }
 
+/// Counts a statement on each member of a clustered datasource its lanes reach: a read
+/// (by the member's role) or a primary access.
+fn count_members(lanes: &mut [Lane<'_>], wants: &Wants<'_>, access: Access) {
+    let mut seen: Vec<(DatasourceId, usize)> = Vec::new();
+    for lane in lanes {
+        let member = lane.conn.conn().member();
+        if seen.contains(&(lane.datasource, member)) {
+            continue;
+        }
+        seen.push((lane.datasource, member));
+        if let Some(cluster) = wants.topology.cluster(lane.datasource) {
+            match access {
+                Access::Read => cluster.count_read(member, !cluster.is_primary(member)),
+                Access::Primary => cluster.count_write(member),
+            }
+        }
+    }
+}
+
 impl<'c, 'p> Results<'c, 'p> {
     /// Takes the connections the plan's steps need and sends the first step of each lane.
     /// `parallel`: steps may run on fresh connections of their own (outside a
@@ -180,6 +199,9 @@ impl<'c, 'p> Results<'c, 'p> {
             }
             _ => Self::held_lanes(plan, txn, wants, access).await?,
         };
+        if !wants.topology.is_empty() {
+            count_members(&mut lanes, wants, access);
+        }
         let mut lane_of = vec![0; steps];
         for (l, lane) in lanes.iter_mut().enumerate() {
             for &s in &lane.steps {

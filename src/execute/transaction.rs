@@ -366,23 +366,15 @@ impl Transaction {
             return self.fresh_on(ds, 0, wants).await;
         };
         if target.access == Access::Read && wants.reads == Reads::Replica {
-            if let Some(required) = self.replica_read(ds, wants.causal) {
+            if let Some(required) = self.replica_read(ds, wants.causal, wants.autocommit) {
                 if let Some(conn) = self.replica(cluster, &required, wants).await {
                     return Ok(conn);
                 }
             }
         }
         let member = match target.access {
-            Access::Read => {
-                let m = cluster.primary_for_read().await?;
-                cluster.count_read(m, false);
-                m
-            }
-            Access::Primary => {
-                let m = cluster.primary().await?;
-                cluster.count_write(m);
-                m
-            }
+            Access::Read => cluster.primary_for_read().await?,
+            Access::Primary => cluster.primary().await?,
         };
         let conn = self.fresh_on(ds, member, wants).await;
         if conn.is_err() {
@@ -400,10 +392,18 @@ impl Transaction {
     }
 
     /// Whether a read of `ds` may go to a replica now, and if so what it must have applied
-    /// ([`Transaction::required`]); `None`: the primary reads (a transaction, pinned state,
-    /// locks, or a write whose GTID is unknown).
-    pub fn replica_read(&self, ds: DatasourceId, causal: bool) -> Option<GtidSet> {
-        (self.may_read_replica() && !self.unknown.contains(&ds)).then(|| self.required(ds, causal))
+    /// ([`Transaction::required`]); `None`: the primary reads (a transaction, autocommit
+    /// off — every statement is in one —, pinned state, locks, or a write whose GTID is
+    /// unknown).
+    pub fn replica_read(
+        &self,
+        ds: DatasourceId,
+        causal: bool,
+        autocommit: bool,
+    ) -> Option<GtidSet> {
+        let read_only_begin = self.begin.is_some() && self.begin_read_only == Some(true);
+        let open = (autocommit || read_only_begin) && self.may_read_replica();
+        (open && !self.unknown.contains(&ds)).then(|| self.required(ds, causal))
     }
 
     /// What a read of `ds` must have applied: the session's writes there (with causal
@@ -455,7 +455,6 @@ impl Transaction {
             }
             cluster.caught_up(member, required);
         }
-        cluster.count_read(member, true);
         Some(conn)
     }
 
