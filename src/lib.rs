@@ -15,7 +15,8 @@
 //!  9 engine                     the sessions: their state, each command to its reply
 //!  8 proxy                      the state sessions share (configuration, pools, router, issuer)
 //!  7 execute                    runs a plan's steps on backend connections, applies effects
-//!  6 plan issuance legacy       the pure planner; order id issuance; verify and backfill
+//!  6 plan issuance legacy       the pure planner; order id issuance; verify and backfill;
+//!    topology                   the members of clustered datasources: primary, replicas
 //!  5 backend route rewrite wire per-datasource pools and the one reply reader; order id ->
 //!                               channel -> shard; logical -> physical SQL; the client
 //!                               connection's stream, handshake and reply encoding

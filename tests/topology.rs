@@ -279,13 +279,11 @@ async fn reads_see_the_sessions_own_writes_on_a_slowed_replica() {
     h.stop().await;
 }
 
+/// A reader's task: reads that succeeded, failed, and the errors.
+type Reader = tokio::task::JoinHandle<(u64, u64, Vec<String>)>;
+
 /// Reads of seeded BIZ orders by `clients` sessions of `user` until `stop`; counts errors.
-fn readers(
-    h: &Harness,
-    user: &'static str,
-    clients: usize,
-    stop: Arc<AtomicBool>,
-) -> Vec<tokio::task::JoinHandle<(u64, u64, Vec<String>)>> {
+fn readers(h: &Harness, user: &'static str, clients: usize, stop: Arc<AtomicBool>) -> Vec<Reader> {
     let ids: Vec<u64> = common::seed().channels["BIZ_CHANNEL"]
         .new_format_ids
         .clone();
@@ -327,9 +325,7 @@ fn readers(
         .collect()
 }
 
-async fn finish(
-    tasks: Vec<tokio::task::JoinHandle<(u64, u64, Vec<String>)>>,
-) -> (u64, u64, Vec<String>) {
+async fn finish(tasks: Vec<Reader>) -> (u64, u64, Vec<String>) {
     let mut total = (0, 0, Vec::new());
     for t in tasks {
         let (ok, failed, errors) = t.await.unwrap();
@@ -439,13 +435,12 @@ async fn a_killed_replica_fails_no_read() {
     h.stop().await;
 }
 
+/// A writer's task: its acknowledged ids (with when) and its errors (with when).
+type Writer = tokio::task::JoinHandle<(Vec<(u64, Instant)>, Vec<(Instant, String)>)>;
+
 /// Writers of BIZ orders through `user` until `stop`: (acknowledged ids, errors with the
 /// time they happened).
-fn writers(
-    h: &Harness,
-    clients: usize,
-    stop: Arc<AtomicBool>,
-) -> Vec<tokio::task::JoinHandle<(Vec<(u64, Instant)>, Vec<(Instant, String)>)>> {
+fn writers(h: &Harness, clients: usize, stop: Arc<AtomicBool>) -> Vec<Writer> {
     (0..clients)
         .map(|_| {
             let opts = h.opts();
@@ -475,9 +470,7 @@ fn writers(
         .collect()
 }
 
-async fn written(
-    tasks: Vec<tokio::task::JoinHandle<(Vec<(u64, Instant)>, Vec<(Instant, String)>)>>,
-) -> (Vec<(u64, Instant)>, Vec<(Instant, String)>) {
+async fn written(tasks: Vec<Writer>) -> (Vec<(u64, Instant)>, Vec<(Instant, String)>) {
     let (mut acked, mut errors) = (Vec::new(), Vec::new());
     for t in tasks {
         let (a, e) = t.await.unwrap();

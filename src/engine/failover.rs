@@ -13,7 +13,6 @@
 
 use tokio::time::Instant;
 
-use super::run::Ran;
 use super::session::Session;
 use crate::error::{ER_OPTION_PREVENTS_STATEMENT, ProxyError};
 use crate::execute::Access;
@@ -46,18 +45,15 @@ impl Retry {
         }
     }
 
-    /// Whether to run `plan` again after `ran` (`untouched`: nothing was written to the
-    /// client), having waited for what a retry needs.
+    /// Whether to run `plan` again after it failed with `e` (`untouched`: nothing was
+    /// written to the client), having waited for what a retry needs.
     pub(super) async fn again(
         &mut self,
         session: &mut Session,
         plan: &Plan,
-        ran: &Result<Ran, ProxyError>,
+        e: &ProxyError,
         untouched: bool,
     ) -> bool {
-        let Err(e) = ran else {
-            return false;
-        };
         if !untouched || !self.alone {
             return false;
         }

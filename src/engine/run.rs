@@ -183,7 +183,10 @@ impl Session {
                 .await;
             let untouched =
                 written == client.stream.packets_written() && client.held_back.is_none();
-            if !retry.again(self, plan, &ran, untouched).await {
+            let Err(e) = &ran else {
+                return ran;
+            };
+            if !retry.again(self, plan, e, untouched).await {
                 return ran;
             }
         }

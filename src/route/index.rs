@@ -74,7 +74,7 @@ pub struct MysqlIndexTable {
 /// The topology's prober sets it ([`MemberPools::primary_cell`]); until it does, the first
 /// member.
 pub struct MemberPools {
-    pools: Vec<mysql_async::Pool>,
+    members: Vec<mysql_async::Pool>,
     primary: Arc<AtomicUsize>,
 }
 
@@ -83,7 +83,7 @@ impl MemberPools {
     /// as that member is reached ([`Datasource::member`]).
     pub fn new(ds: &Datasource, opts: impl Fn(&Datasource) -> mysql_async::OptsBuilder) -> Self {
         Self {
-            pools: (0..ds.member_count())
+            members: (0..ds.member_count())
                 .map(|m| mysql_async::Pool::new(opts(&ds.member(m))))
                 .collect(),
             primary: Arc::new(AtomicUsize::new(0)),
@@ -93,7 +93,7 @@ impl MemberPools {
     /// The primary's pool.
     pub fn primary(&self) -> &mysql_async::Pool {
         let m = self.primary.load(Ordering::Relaxed);
-        self.pools.get(m).unwrap_or(&self.pools[0])
+        self.members.get(m).unwrap_or(&self.members[0])
     }
 
     /// The cell that names the primary (a member index), for the topology to keep.
@@ -103,7 +103,7 @@ impl MemberPools {
 
     /// Closes every pool's connections.
     pub async fn disconnect(self) {
-        for pool in self.pools {
+        for pool in self.members {
             let _ = pool.disconnect().await;
         }
     }

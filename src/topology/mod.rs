@@ -13,7 +13,6 @@
 //! one pod's share, not the servers'; turns spread a fleet's reads evenly.
 
 pub mod gtid;
-pub mod probe;
 pub mod token;
 pub mod view;
 
@@ -24,11 +23,11 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use tokio::sync::{Notify, watch};
 
+use crate::backend::probe::{MemberProbe, ProbeAnswer};
 use crate::config::{Config, Datasource, DatasourceId, TopologySettings};
 use crate::error::{ER_OPTION_PREVENTS_STATEMENT, ProxyError};
 use gtid::GtidSet;
-use probe::MemberProbe;
-use view::{Observation, Primary, Role, View};
+use view::{Answer, Observation, Primary, Role, View};
 
 /// Every clustered datasource's [`Cluster`], by datasource.
 #[derive(Default)]
@@ -466,6 +465,22 @@ impl Cluster {
     }
 }
 
+/// What a probe's answer says, its GTID position read.
+fn observation(answer: Result<ProbeAnswer, String>) -> Observation {
+    let answer = match answer {
+        Ok(a) => a,
+        Err(why) => return Observation::Failed(why),
+    };
+    match GtidSet::parse(&answer.gtid_current_pos) {
+        Ok(gtid) => Observation::Answered(Answer {
+            read_only: answer.read_only,
+            gtid,
+            replication: answer.replication,
+        }),
+        Err(e) => Observation::Failed(format!("gtid_current_pos: {e}")),
+    }
+}
+
 /// The prober: a round of probes (all members at once) every `probe_interval`, or sooner
 /// when nudged (at most one extra round per 100 ms), until the cluster is dropped.
 async fn run_probes(cluster: Weak<Cluster>, mut probes: Vec<MemberProbe>) {
@@ -479,8 +494,9 @@ async fn run_probes(cluster: Weak<Cluster>, mut probes: Vec<MemberProbe>) {
             c.nudge.clone(),
         );
         drop(c);
-        let observed =
+        let answers =
             futures_util::future::join_all(probes.iter_mut().map(|p| p.probe(timeout))).await;
+        let observed: Vec<Observation> = answers.into_iter().map(observation).collect();
         let Some(c) = cluster.upgrade() else {
             return;
         };

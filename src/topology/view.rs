@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::gtid::GtidSet;
+use crate::backend::probe::ReplicationStatus;
 use crate::config::TopologySettings;
 
 /// What one member answered a probe.
@@ -24,31 +25,16 @@ pub struct Answer {
     /// `@@gtid_current_pos`: what it has committed or applied.
     pub gtid: GtidSet,
     /// `SHOW SLAVE STATUS`, when replication is configured on it.
-    pub replication: Option<Replication>,
+    pub replication: Option<ReplicationStatus>,
 }
 
-/// A replica's replication state (`SHOW SLAVE STATUS`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Replication {
-    /// `Slave_IO_Running = Yes`.
-    pub io_running: bool,
-    /// `Slave_SQL_Running = Yes`.
-    pub sql_running: bool,
-    /// `Seconds_Behind_Master` (`None`: NULL).
-    pub seconds_behind: Option<u64>,
-    /// `Last_IO_Error` or `Last_SQL_Error`, when one is set.
-    pub last_error: String,
-}
-
-impl Replication {
-    /// The replica's lag: `None` (unknown, as good as infinite) when replication is not
-    /// running or the server reports NULL, never 0 for a stopped replica.
-    pub fn lag(&self) -> Option<Duration> {
-        if self.io_running && self.sql_running {
-            self.seconds_behind.map(Duration::from_secs)
-        } else {
-            None
-        }
+/// A replica's lag: `None` (unknown, as good as infinite) when replication is not running
+/// or the server reports NULL, never 0 for a stopped replica.
+pub fn lag(r: &ReplicationStatus) -> Option<Duration> {
+    if r.io_running && r.sql_running {
+        r.seconds_behind.map(Duration::from_secs)
+    } else {
+        None
     }
 }
 
@@ -221,7 +207,7 @@ fn member_next(
             error: why.clone(),
         },
         Observation::Answered(a) => {
-            let lag = a.replication.as_ref().and_then(Replication::lag);
+            let lag = a.replication.as_ref().and_then(lag);
             let role = match (&a.replication, a.read_only) {
                 // Writable: settled by the caller (primary or split brain).
                 (_, false) => Role::Primary,
@@ -271,7 +257,7 @@ mod tests {
         Observation::Answered(Answer {
             read_only: true,
             gtid: GtidSet::parse("0-1-9").unwrap(),
-            replication: Some(Replication {
+            replication: Some(ReplicationStatus {
                 io_running: io,
                 sql_running: sql,
                 seconds_behind: behind,

@@ -443,7 +443,8 @@ fn classify_session(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode)
         }
         "show" => show(sql, tokens, words, mode),
         "select" if w(1) == "next_order_id" => next_order_id(sql, tokens, mode),
-        "select" if w(1) == "routekey_write_token" => topology::write_token(sql, tokens, mode),
+        "select" if w(1) == "routekey_write_token" => topology::write_token(sql, tokens, mode)
+            .map_or(Command::Statement, |column| Command::WriteToken { column }),
         "desc" | "describe" if n >= 2 => table_info(sql, tokens, 1, false, false),
         // The body starts right after ROUTE, so hints before its verb are read.
         "explain" if w(1) == "route" && n >= 3 => Command::ExplainRoute {

@@ -1,14 +1,37 @@
-//! The probe of one member: on a connection of its own (kept between rounds, opened
-//! again after a failure), `@@read_only` and `@@gtid_current_pos`, then
-//! `SHOW SLAVE STATUS`, within `topology.probe_timeout`.
+//! The probe of one member of a clustered datasource (issue 26; `crate::topology` decides
+//! from the answers): on a connection of its own (kept between rounds, opened again after
+//! a failure), `@@read_only` and `@@gtid_current_pos`, then `SHOW SLAVE STATUS`, within
+//! `topology.probe_timeout`.
 
 use std::time::Duration;
 
-use super::gtid::GtidSet;
-use super::view::{Answer, Observation, Replication};
-use crate::backend::BackendConn;
+use super::conn::BackendConn;
 use crate::config::{Datasource, DatasourceId};
 use crate::error::ProxyError;
+
+/// What a member answered a probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeAnswer {
+    /// `@@read_only`.
+    pub read_only: bool,
+    /// `@@gtid_current_pos`, as the server writes it.
+    pub gtid_current_pos: String,
+    /// `SHOW SLAVE STATUS`, when replication is configured on it.
+    pub replication: Option<ReplicationStatus>,
+}
+
+/// A replica's replication state (`SHOW SLAVE STATUS`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicationStatus {
+    /// `Slave_IO_Running = Yes`.
+    pub io_running: bool,
+    /// `Slave_SQL_Running = Yes`.
+    pub sql_running: bool,
+    /// `Seconds_Behind_Master` (`None`: NULL).
+    pub seconds_behind: Option<u64>,
+    /// `Last_SQL_Error` or `Last_IO_Error`, when one is set.
+    pub last_error: String,
+}
 
 /// One member's prober: its datasource as that member is reached, and its connection.
 pub struct MemberProbe {
@@ -34,23 +57,23 @@ impl MemberProbe {
         }
     }
 
-    /// Probes the member once, within `timeout`. A failure closes the connection: the
-    /// next probe opens another.
-    pub async fn probe(&mut self, timeout: Duration) -> Observation {
+    /// Probes the member once, within `timeout`; `Err` says why it did not answer. A
+    /// failure closes the connection: the next probe opens another.
+    pub async fn probe(&mut self, timeout: Duration) -> Result<ProbeAnswer, String> {
         match tokio::time::timeout(timeout, self.ask()).await {
-            Ok(Ok(answer)) => Observation::Answered(answer),
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => {
                 self.conn = None;
-                Observation::Failed(e.to_string())
+                Err(e.to_string())
             }
             Err(_) => {
                 self.conn = None;
-                Observation::Failed(format!("no answer within {timeout:?}"))
+                Err(format!("no answer within {timeout:?}"))
             }
         }
     }
 
-    async fn ask(&mut self) -> Result<Answer, ProxyError> {
+    async fn ask(&mut self) -> Result<ProbeAnswer, ProxyError> {
         if self.conn.is_none() {
             let mut ds = self.datasource.clone();
             // The probe needs no database; one missing on this member must not fail it.
@@ -72,8 +95,7 @@ impl MemberProbe {
                 .unwrap_or_default()
         };
         let read_only = text(0) != "0";
-        let gtid = GtidSet::parse(&text(1))
-            .map_err(|e| ProxyError::Io(format!("gtid_current_pos: {e}")))?;
+        let gtid_current_pos = text(1);
         let (columns, rows) = conn.query_rows(b"SHOW SLAVE STATUS").await?;
         let replication = rows.first().map(|row| {
             let field = |name: &str| {
@@ -88,16 +110,16 @@ impl MemberProbe {
                 .flatten()
                 .find(|e| !e.is_empty())
                 .unwrap_or_default();
-            Replication {
+            ReplicationStatus {
                 io_running: field("Slave_IO_Running").as_deref() == Some("Yes"),
                 sql_running: field("Slave_SQL_Running").as_deref() == Some("Yes"),
                 seconds_behind: field("Seconds_Behind_Master").and_then(|s| s.parse().ok()),
                 last_error,
             }
         });
-        Ok(Answer {
+        Ok(ProbeAnswer {
             read_only,
-            gtid,
+            gtid_current_pos,
             replication,
         })
     }
