@@ -163,14 +163,16 @@ async fn spare(txn: &Transaction, target: Target, wants: &Wants<'_>) -> Option<P
 /// Counts a statement on each member of a clustered datasource its lanes reach: a read
 /// (by the member's role) or a primary access.
 fn count_members(lanes: &mut [Lane<'_>], wants: &Wants<'_>, access: Access) {
-    let mut seen: Vec<(DatasourceId, usize)> = Vec::new();
-    for lane in lanes {
-        let member = lane.conn.conn().member();
-        if seen.contains(&(lane.datasource, member)) {
+    for i in 0..lanes.len() {
+        let (ds, member) = (lanes[i].datasource, lanes[i].conn.conn().member());
+        // Once per member (a scatter may run several lanes on one member).
+        let earlier = lanes[..i]
+            .iter_mut()
+            .any(|l| l.datasource == ds && l.conn.conn().member() == member);
+        if earlier {
             continue;
         }
-        seen.push((lane.datasource, member));
-        if let Some(cluster) = wants.topology.cluster(lane.datasource) {
+        if let Some(cluster) = wants.topology.cluster(ds) {
             match access {
                 Access::Read => cluster.count_read(member, !cluster.is_primary(member)),
                 Access::Primary => cluster.count_write(member),

@@ -37,3 +37,36 @@ pub fn decode(token: &str, config: &Config) -> Result<Vec<(DatasourceId, GtidSet
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml");
+        Config::load(std::path::Path::new(path)).unwrap()
+    }
+
+    #[test]
+    fn a_token_names_datasources_and_their_positions() {
+        let config = config();
+        let written = vec![
+            (DatasourceId(1), GtidSet::parse("2-2-40,102-102-3").unwrap()),
+            (DatasourceId(0), GtidSet::parse("1-1-7").unwrap()),
+            (DatasourceId(0), GtidSet::default()),
+        ];
+        let token = encode(&written, &config);
+        assert_eq!(token, "ds1:2-2-40,102-102-3;ds0:1-1-7");
+        let back = decode(&token, &config).unwrap();
+        assert_eq!(back, written[..2].to_vec());
+        assert_eq!(decode("", &config).unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn a_bad_token_is_an_error() {
+        let config = config();
+        assert!(decode("ds9:1-1-1", &config).unwrap_err().contains("ds9"));
+        assert!(decode("ds0", &config).is_err());
+        assert!(decode("ds0:1-1", &config).is_err());
+    }
+}
