@@ -4,23 +4,32 @@
 #
 #   scripts/prometheus-test.sh
 #
-# Starts, each with its own ports and its output in a file under a temporary folder:
+# ds1 runs as a replication cluster: when the sandbox has no replica, this brings it up again
+# with one (`scripts/sandbox.sh up --replicas 1`: reseeds every server, ~15 s; its output in
+# the temporary folder). Then it starts, each with its own ports and its output in a file
+# under a temporary folder:
 #   - redis-server (the shared cache tier; installed with apt-get when missing),
 #   - the proxy (target/debug/routekey-proxy, built when missing) with the sandbox's demo
-#     configuration and that Redis, and a peer proxy sharing the Redis (not scraped),
+#     configuration, that Redis, ds1 as a cluster (members: the sandbox's ds1 and ds1r1 as
+#     routekey_rw, and a member nothing listens on: a member down) and a user app_replica
+#     with reads = "replica"; and a peer proxy with the same configuration (not scraped),
 #   - Prometheus (Debian's prometheus package, installed with apt-get when missing) with its
 #     own data folder, scraping the proxy's admin port every second and evaluating
 #     docker/prometheus/alerts.yml;
 # then runs tests/prometheus/check.py (PyMySQL in the sandbox's virtualenv): a fixed mixed
-# workload, then every expression of docker/grafana/routekey-proxy.json evaluated by
-# Prometheus and compared with tests/prometheus/expectations.json. Everything it started is
-# stopped on exit. Exits non-zero when a check fails.
+# workload, then replica reads, causal waits and faults on ds1 (replication stopped, no
+# primary with a write retried, split brain: each undone before it returns, and by this
+# script's exit if it could not), then every expression of docker/grafana/routekey-proxy.json
+# and the replica alerts evaluated by Prometheus and compared with
+# tests/prometheus/expectations.json. Everything it started is stopped on exit. Exits
+# non-zero when a check fails.
 #
 # Environment: ROUTEKEY_SANDBOX_DIR, ROUTEKEY_DS0_PORT, ROUTEKEY_DS1_PORT (as sandbox.sh);
 # ROUTEKEY_PROMTEST_PORT (default 29570, below the kernel's ephemeral range so that no client
-# socket of the tests before it holds one of them): the first of six ports (proxy, its admin port,
-# peer, its admin port, Prometheus, Redis); ROUTEKEY_PROXY_BIN (default
-# target/debug/routekey-proxy); ROUTEKEY_PROMTEST_KEEP=1 keeps the temporary folder.
+# socket of the tests before it holds one of them): the first of seven ports (proxy, its admin
+# port, peer, its admin port, Prometheus, Redis, and the down member's, where nothing may
+# listen); ROUTEKEY_PROXY_BIN (default target/debug/routekey-proxy); ROUTEKEY_PROMTEST_KEEP=1
+# keeps the temporary folder.
 set -euo pipefail
 
 REPO="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -29,7 +38,7 @@ SANDBOX_DIR="${ROUTEKEY_SANDBOX_DIR:-$REPO/.sandbox}"
 case "$SANDBOX_DIR" in /*) ;; *) SANDBOX_DIR="$REPO/$SANDBOX_DIR" ;; esac
 BASE="${ROUTEKEY_PROMTEST_PORT:-29570}"
 PROXY_PORT=$BASE ADMIN_PORT=$((BASE + 1)) PEER_PORT=$((BASE + 2)) PEER_ADMIN_PORT=$((BASE + 3))
-PROM_PORT=$((BASE + 4)) REDIS_PORT=$((BASE + 5))
+PROM_PORT=$((BASE + 4)) REDIS_PORT=$((BASE + 5)) DOWN_PORT=$((BASE + 6))
 PROXY_BIN="${ROUTEKEY_PROXY_BIN:-${CARGO_TARGET_DIR:-target}/debug/routekey-proxy}"
 VENV="$SANDBOX_DIR/venv"
 START_TIMEOUT=60
@@ -51,34 +60,18 @@ apt_install() { # apt_install COMMAND PACKAGE
 apt_install prometheus prometheus
 apt_install redis-server redis-server
 scripts/sandbox.sh status >/dev/null 2>&1 || die "the sandbox is not running (scripts/sandbox.sh up)"
-[[ -f "$SANDBOX_DIR/seed-summary.json" ]] || die "no $SANDBOX_DIR/seed-summary.json (scripts/sandbox.sh up seeds it)"
-if [[ ! -x "$PROXY_BIN" ]]; then
-    log "building $PROXY_BIN (cargo build --locked)"
-    cargo build --locked >&2
-fi
-# PyMySQL in the sandbox's virtualenv, as scripts/client-tests.sh makes it.
-if ! { [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c 'import pymysql' 2>/dev/null; }; then
-    if ! [[ -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
-        rm -rf -- "$VENV"
-        if ! python3 -m venv "$VENV" >&2; then
-            rm -rf -- "$VENV"
-            apt_install_venv() {
-                [[ "$(id -u)" == 0 ]] || die "python3 -m venv failed and installing python3-venv needs root"
-                apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
-            }
-            apt_install_venv
-            python3 -m venv "$VENV" >&2 || die "python3 -m venv $VENV failed"
-        fi
-    fi
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/clients/requirements.txt >&2 \
-        || die "pip install -r tests/clients/requirements.txt failed"
-fi
 
-# ---- processes ----------------------------------------------------------------------------
+# ---- the temporary folder, and what is undone on exit -------------------------------------
 WORK="$(mktemp -d /tmp/routekey-promtest.XXXXXX)"
 PIDS=()
+FAULTS="$WORK/faults"  # what check.py changed on the sandbox and has not undone yet
 cleanup() {
     local rc=$? pid
+    if [[ -s "$FAULTS" ]]; then
+        log "undoing what check.py left changed on ds1: $(tr '\n' ' ' <"$FAULTS")"
+        PROMTEST_FAULTS="$FAULTS" PROMTEST_DS1_MEMBERS="$DS1_MEMBERS" PYTHONDONTWRITEBYTECODE=1 \
+            timeout 60 "$VENV/bin/python" tests/prometheus/check.py --restore </dev/null >&2 || rc=1
+    fi
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do
         for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -103,6 +96,44 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# ---- the sandbox: ds1 with a replica -------------------------------------------------------
+# ds1 needs a replica, and the canonical topology (sandbox.sh's topology file: ds1 primary).
+topology_value() { sed -n "s/^$1=//p" "$SANDBOX_DIR/topology" 2>/dev/null; }
+if [[ "$(topology_value replicas)" != [1-9] || "$(topology_value ds1)" != ds1 ]]; then
+    log "the sandbox has no replica, or ds1 is not its primary: scripts/sandbox.sh up --replicas 1 (log: $WORK/sandbox-up.log)"
+    scripts/sandbox.sh up --replicas 1 </dev/null >"$WORK/sandbox-up.log" 2>&1 || {
+        tail -n 20 "$WORK/sandbox-up.log" >&2
+        die "scripts/sandbox.sh up --replicas 1 failed"
+    }
+fi
+DS1_MEMBERS="$(scripts/sandbox.sh members ds1)"
+[[ "$DS1_MEMBERS" == *,* ]] || die "ds1 has no replica: scripts/sandbox.sh members ds1 says '$DS1_MEMBERS'"
+DS1_MEMBERS="${DS1_MEMBERS%%,*},$(cut -d, -f2 <<<"$DS1_MEMBERS")"  # the primary and ds1r1
+DOWN_MEMBER="127.0.0.1:$DOWN_PORT"
+[[ -f "$SANDBOX_DIR/seed-summary.json" ]] || die "no $SANDBOX_DIR/seed-summary.json (scripts/sandbox.sh up seeds it)"
+if [[ ! -x "$PROXY_BIN" ]]; then
+    log "building $PROXY_BIN (cargo build --locked)"
+    cargo build --locked >&2
+fi
+# PyMySQL in the sandbox's virtualenv, as scripts/client-tests.sh makes it.
+if ! { [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c 'import pymysql' 2>/dev/null; }; then
+    if ! [[ -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+        rm -rf -- "$VENV"
+        if ! python3 -m venv "$VENV" >&2; then
+            rm -rf -- "$VENV"
+            apt_install_venv() {
+                [[ "$(id -u)" == 0 ]] || die "python3 -m venv failed and installing python3-venv needs root"
+                apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
+            }
+            apt_install_venv
+            python3 -m venv "$VENV" >&2 || die "python3 -m venv $VENV failed"
+        fi
+    fi
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/clients/requirements.txt >&2 \
+        || die "pip install -r tests/clients/requirements.txt failed"
+fi
+
+# ---- processes ----------------------------------------------------------------------------
 spawn() { # spawn LOG COMMAND... -- in the background, stdin and stdout off the caller's
     local out="$1"
     shift
@@ -131,12 +162,52 @@ spawn "$WORK/redis.log" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --sav
 wait_port "$REDIS_PORT" redis-server "$WORK/redis.log"
 
 # The demo configuration on the sandbox's ports, with the Redis tier (a generous timeout:
-# a slow Redis call would be skipped and counted, not what this test measures).
+# a slow Redis call would be skipped and counted, not what this test measures), ds1 as a
+# cluster and a user whose reads go to replicas.
+! port_open "$DOWN_PORT" || die "port $DOWN_PORT (the down member's) is in use"
 DEMO_CONFIG="$(scripts/demo-config.sh)"
 CONFIG="$WORK/routekey.toml"
-sed -e "/^\[cache\]/a redis_url = \"redis://127.0.0.1:$REDIS_PORT/0\"\nredis_timeout = \"5s\"" \
-    "$DEMO_CONFIG" >"$CONFIG"
-grep -q "^redis_url" "$CONFIG" || die "could not add the Redis tier to $CONFIG"
+"$VENV/bin/python" - "$DEMO_CONFIG" "$CONFIG" "$REDIS_PORT" "$DS1_MEMBERS,$DOWN_MEMBER" <<'PY' \
+    || die "could not write $CONFIG"
+import re, sys
+
+src, dst, redis_port, members = sys.argv[1:]
+members = members.split(",")
+app_replica = """[[users]]
+name = "app_replica"
+password = "app"
+reads = "replica"
+
+"""
+out, section, done = [], None, set()
+for line in open(src, encoding="utf-8").read().splitlines(keepends=True):
+    m = re.match(r"\s*\[+\s*([^\]]+?)\s*\]+\s*$", line)
+    if m:
+        section = m.group(1)
+        if section == "datasources.ds0":
+            out.append(app_replica)
+            done.add("app_replica")
+    key = line.split("=", 1)[0].strip()
+    if section == "datasources.ds1" and key in ("address", "user", "password"):
+        line = {
+            "address": "members = [%s]\n" % ", ".join('"%s"' % a for a in members),
+            "user": 'user = "routekey_rw"\n',        # read_only stops it (no SUPER)
+            "password": 'password = "routekey-secret"\n',
+        }[key]
+        done.add(key)
+    out.append(line)
+    if section == "cache" and m:
+        out.append('redis_url = "redis://127.0.0.1:%s/0"\nredis_timeout = "5s"\n' % redis_port)
+        done.add("cache")
+# A causal wait long enough that a replica held back by check.py is waited for, not given up
+# on; probes every second (the default); a write waits up to 20 s for a primary.
+out.append('\n[topology]\nprobe_interval = "1s"\ncausal_wait = "1s"\nfailover_wait = "20s"\n')
+missing = {"app_replica", "address", "user", "password", "cache"} - done
+if missing:
+    sys.exit("the demo configuration has no %s" % ", ".join(sorted(missing)))
+with open(dst, "w", encoding="utf-8") as f:
+    f.writelines(out)
+PY
 
 spawn "$WORK/proxy.log" "$PROXY_BIN" --config "$CONFIG" \
     --listen "127.0.0.1:$PROXY_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT"
@@ -169,6 +240,7 @@ PROMTEST_PROXY="127.0.0.1:$PROXY_PORT" PROMTEST_ADMIN="127.0.0.1:$ADMIN_PORT" \
 PROMTEST_PEER="127.0.0.1:$PEER_PORT" \
 PROMTEST_PROMETHEUS="127.0.0.1:$PROM_PORT" PROMTEST_REDIS_PORT="$REDIS_PORT" \
 PROMTEST_SEED="$SANDBOX_DIR/seed-summary.json" PROMTEST_CONFIG="$CONFIG" PYTHONDONTWRITEBYTECODE=1 \
+PROMTEST_DS1_MEMBERS="$DS1_MEMBERS" PROMTEST_DOWN_MEMBER="$DOWN_MEMBER" PROMTEST_FAULTS="$FAULTS" \
     "$VENV/bin/python" tests/prometheus/check.py </dev/null || rc=$?
 for i in "${!PIDS[@]}"; do
     kill -0 "${PIDS[$i]}" 2>/dev/null || { log "a process it started exited early (see the logs)"; rc=1; }

@@ -122,6 +122,10 @@ COUNTERS_GAUGES = {
     "routekey_config_reloads_total", "routekey_build_info", "routekey_draining",
     "routekey_pool_size", "routekey_pool_waits_total", "routekey_pool_checkout_timeouts_total",
     "routekey_pool_connect_errors_total", "routekey_datasource_up",
+    # Datasources with members (a primary and replicas).
+    "routekey_member_up", "routekey_member_role", "routekey_member_lag_seconds",
+    "routekey_split_brain", "routekey_reads_total", "routekey_causal_waits_total",
+    "routekey_write_retries_total",
 }
 HISTOGRAMS = {
     "routekey_index_lookup_duration_seconds", "routekey_statement_duration_seconds",

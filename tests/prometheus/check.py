@@ -401,7 +401,7 @@ def main():
     t2 = settle(prom, admin, instance)
     replica_window_ms = round((t2 - t1) * 1000)
     log(f"T2 = {t2:.3f}; replica window {replica_window_ms} ms")
-    moments["end"] = (t2, prom.alerts())
+    moments["end"] = wait_resolved(prom, instance)
 
     failures = check_dashboard(prom, table, {"": (t1, window_ms), "replicas": (t2, replica_window_ms)},
                                instance, members)
@@ -593,6 +593,23 @@ def wait_alert(prom, name, state, labels):
                 return at[0][1], active
         if time.monotonic() > deadline:
             sys.exit(f"{name} {labels} not {state} within {ALERT_TIMEOUT}s; active: "
+                     f"{[(a['labels'], a['state']) for a in active]}")
+        time.sleep(0.2)
+
+
+def wait_resolved(prom, instance):
+    """Waits until no fault's alert is active any more (RoutekeyMemberDown stays: its member
+    is down throughout); returns the time of that rule evaluation and the active alerts."""
+    faults = {"RoutekeySplitBrain", "RoutekeyNoPrimary", "RoutekeyReplicaLagging"}
+    deadline = time.monotonic() + ALERT_TIMEOUT
+    while True:
+        active = prom.alerts()
+        if not any(a["labels"].get("alertname") in faults for a in active):
+            at = prom.query(f'timestamp(ALERTS{{alertname="RoutekeyMemberDown",instance="{instance}"}})')
+            if at:
+                return at[0][1], active
+        if time.monotonic() > deadline:
+            sys.exit(f"the faults' alerts still active after {ALERT_TIMEOUT}s: "
                      f"{[(a['labels'], a['state']) for a in active]}")
         time.sleep(0.2)
 
