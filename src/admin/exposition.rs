@@ -283,7 +283,7 @@ fn pools(r: &mut Registry, rt: &Runtime) {
     );
     r.register(
         "datasource_up",
-        "1 when the datasource is usable, 0 when its main pool has no connection and its last connect attempt failed",
+        "1 when the datasource is usable: one server: 0 when its main pool has no connection and its last connect attempt failed; with members: 1 while the probes know its primary (0 with no writable member, or two: a split brain)",
         up,
     );
     r.register_with_unit(
