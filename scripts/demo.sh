@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The demo: the MariaDB sandbox (two servers, twenty shards, seeded orders), a release build,
-# and routekey-proxy on 127.0.0.1:3307 (ROUTEKEY_LISTEN to change it) in the foreground,
-# with its admin HTTP port on 127.0.0.1:9307 (ROUTEKEY_ADMIN_LISTEN).
+# The demo: the MariaDB sandbox (two datasources, each a primary and one replica; twenty
+# shards, seeded orders), a release build, and routekey-proxy on 127.0.0.1:3307
+# (ROUTEKEY_LISTEN to change it) in the foreground, with its admin HTTP port on
+# 127.0.0.1:9307 (ROUTEKEY_ADMIN_LISTEN). Its configuration (scripts/demo-config.sh --cluster)
+# is config/demo.toml with each datasource's `members` and a user app_ro that reads from replicas.
 # Ctrl-C stops the proxy; the sandbox keeps running until `scripts/sandbox.sh down`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,18 +11,23 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 listen="${ROUTEKEY_LISTEN:-127.0.0.1:3307}"
 admin="${ROUTEKEY_ADMIN_LISTEN:-127.0.0.1:9307}"
 sandbox="${ROUTEKEY_SANDBOX_DIR:-.sandbox}"
-scripts/sandbox.sh up
+scripts/sandbox.sh up --replicas 1
 cargo build --release --locked
-config="$(scripts/demo-config.sh)"
+config="$(scripts/demo-config.sh --cluster)"
+members1="$(scripts/sandbox.sh members ds1)"   # primary first: ds1, then ds1r1
+primary1="${members1%%,*}"
+replica1="${members1##*,}"
 ids=$(python3 - "$sandbox/seed-summary.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 eu = d["channels"]["EU_CHANNEL"]
 cn = d["channels"]["CN_CHANNEL"]
-print(eu["new_format_ids"][0], eu["legacy_ids"][0], eu["legacy_ids"][1], cn["new_format_ids"][1])
+biz = d["channels"]["BIZ_CHANNEL"]
+print(eu["new_format_ids"][0], eu["legacy_ids"][0], eu["legacy_ids"][1], cn["new_format_ids"][1],
+      biz["new_format_ids"][0])
 PY
 )
-read -r new_id legacy_id legacy_hinted cn_id <<<"$ids"
+read -r new_id legacy_id legacy_hinted cn_id biz_id <<<"$ids"
 # cargo builds into $CARGO_TARGET_DIR when it is set.
 bin="${CARGO_TARGET_DIR:-target}/release/routekey-proxy"
 cat <<TXT
@@ -52,6 +59,22 @@ and try, one per routing layer (SHOW ROUTEKEY STATS shows which layer answered):
     INSERT INTO t_order (channel, region, user_id, amount, status, created_at)
       VALUES ('EU_CHANNEL', 'FR', 7, 12.50, 'NEW', NOW());
     SELECT LAST_INSERT_ID();
+
+Replicas: each datasource is a primary and a replica (ds1: $primary1, ds1r1: $replica1);
+the proxy probes them every second and writes where read_only is off. app_ro (password app)
+reads from replicas:
+
+    mariadb -c -h${listen%:*} -P${listen##*:} -uapp_ro -papp orders
+
+    SHOW ROUTEKEY TOPOLOGY;   -- every member: role, state, lag, GTID position, reads, writes
+    -- the last column, member: $replica1 (replica)
+    EXPLAIN ROUTE SELECT order_id, status FROM t_order WHERE order_id = $biz_id;
+    SELECT order_id, channel, status FROM t_order WHERE order_id = $biz_id;
+
+A switchover: in another terminal  scripts/sandbox.sh promote ds1r1 , then SHOW ROUTEKEY
+TOPOLOGY again: within a second $replica1 is ds1's primary; $primary1 turns replica and
+serves reads two probes later, when the EXPLAIN ROUTE above names it. scripts/sandbox.sh
+promote ds1 switches back (and the next scripts/demo.sh restores the topology anyway).
 
 Order ids over HTTP:  curl -s -XPOST $admin/v1/order-ids -d '{"region":"GB","count":3}' -H 'content-type: application/json'
 Metrics and probes:   curl -s $admin/metrics | grep routekey_route_resolutions;  curl -s $admin/readyz
