@@ -668,11 +668,24 @@ async fn split_brain_refuses_writes_and_keeps_reads() {
     c.query_drop(insert_order_sql(id, "BIZ_CHANNEL", "split"))
         .await
         .unwrap();
-    assert!(
-        h.metrics_text()
-            .await
-            .contains("routekey_split_brain{datasource=\"ds1\"} 0")
-    );
+    let metrics = h.metrics_text().await;
+    assert!(metrics.contains("routekey_split_brain{datasource=\"ds1\"} 0"));
+    // Every member metric the dashboard and docs/operations.md use is exported (a sample
+    // of each; the lag is a replica's, so after the split brain).
+    for name in [
+        "routekey_member_up{",
+        "routekey_member_role{",
+        "routekey_member_lag_seconds{",
+        "routekey_split_brain{",
+        "routekey_reads_total{",
+        "routekey_causal_waits_total{",
+        "routekey_write_retries_total{",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(name)),
+            "{name} is not exported"
+        );
+    }
     h.stop().await;
 }
 
@@ -851,6 +864,174 @@ async fn what_stays_on_the_primary_and_what_a_replica_reads() {
             "replica".into(),
             "serving_reads".into()
         )
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_in_stored_functions_stalled_replicas_and_no_primary() {
+    let _guard = canonical().await;
+    let mut config = cluster_config();
+    config.topology.failover_wait = Duration::from_secs(2);
+    let h = Harness::start_with(config).await;
+    settled(&h).await;
+    let mut primary0 = server(member_port(0, false)).await;
+    let mut replica0 = server(member_port(0, true)).await;
+    for server in [&mut primary0, &mut replica0] {
+        server
+            .query_drop("SET GLOBAL log_bin_trust_function_creators = 1")
+            .await
+            .unwrap();
+    }
+    primary0
+        .query_drop(
+            "CREATE OR REPLACE FUNCTION orders.add_merchant(m INT UNSIGNED) RETURNS INT MODIFIES SQL DATA \
+             BEGIN INSERT INTO orders.t_merchant (merchant_id, name, country, created_at) VALUES (m, 'fn', 'GB', NOW()); RETURN 1; END",
+        )
+        .await
+        .unwrap();
+    // ds0's replica 2 s behind (in rotation: under max_replica_lag), once it has the
+    // function.
+    let pos: String = primary0
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap();
+    let waited: Option<i64> = replica0
+        .query_first(format!("SELECT MASTER_GTID_WAIT('{pos}', 10)"))
+        .await
+        .unwrap();
+    assert_eq!(waited, Some(0));
+    replica0
+        .query_drop("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 2; START SLAVE")
+        .await
+        .unwrap();
+    tokio::time::sleep(PROBE * 4).await;
+
+    // A SELECT calling a stored function that writes: refused by the replica, run on the
+    // primary, and its write seen by the session's next read.
+    let mut ro = client(&h, "app_ro").await;
+    for m in 0..5u32 {
+        let id = 4_000_000 + std::process::id() % 100_000 * 10 + m;
+        let one: Option<i64> = ro
+            .query_first(format!("SELECT orders.add_merchant({id})"))
+            .await
+            .unwrap();
+        assert_eq!(one, Some(1));
+        let got: Option<u32> = ro
+            .query_first(format!(
+                "SELECT merchant_id FROM t_merchant WHERE merchant_id = {id}"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            Some(id),
+            "the session's write by a stored function was missed"
+        );
+        primary0
+            .query_drop(format!(
+                "DELETE FROM orders.t_merchant WHERE merchant_id = {id}"
+            ))
+            .await
+            .unwrap();
+    }
+    let token: String = ro
+        .query_first("SELECT ROUTEKEY_WRITE_TOKEN()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(token.starts_with("ds0:"), "{token}");
+    // A server's own variables are the primary's.
+    let read_only: Option<i64> = ro.query_first("SELECT @@read_only").await.unwrap();
+    assert_eq!(read_only, Some(0));
+    replica0
+        .query_drop("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE")
+        .await
+        .unwrap();
+
+    // A replica stalled (SIGSTOP) under reads: the reads on it end once its probe fails,
+    // and run again on the primary; none fails, none waits for the stall's end.
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = readers(&h, "app_ro", 8, stop.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = sandbox(&["pid", "ds1r1"]).await;
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-STOP", pid.trim()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stalled = Instant::now();
+    let mut c = client(&h, "app_ro").await;
+    let seeded = common::seed().channels["BIZ_CHANNEL"].new_format_ids[1];
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let started = Instant::now();
+    let _: Option<u64> = c
+        .query_first(format!(
+            "SELECT order_id FROM t_order WHERE order_id = {seeded}"
+        ))
+        .await
+        .unwrap();
+    let fresh_read = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let finished = tokio::time::timeout(Duration::from_secs(8), finish(tasks)).await;
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-CONT", pid.trim()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (ok, failed, errors) =
+        finished.expect("reads held by a stalled replica past its probe's verdict");
+    eprintln!(
+        "stalled replica: {ok} reads, {failed} failed, a fresh read {fresh_read:?}, stall {:?}",
+        stalled.elapsed()
+    );
+    assert_eq!(failed, 0, "{errors:?}");
+    assert!(fresh_read < Duration::from_secs(1));
+
+    // No writable member: a read waits failover_wait once, a write too; KILL QUERY ends
+    // the wait at once.
+    let mut p1 = server(member_port(1, false)).await;
+    p1.query_drop("SET GLOBAL read_only = 1").await.unwrap();
+    tokio::time::sleep(PROBE * 3).await;
+    let mut app = client(&h, "app").await;
+    let started = Instant::now();
+    let code = common::error_code(
+        &mut app,
+        &format!("SELECT order_id FROM t_order WHERE order_id = {seeded}"),
+    )
+    .await;
+    let waited = started.elapsed();
+    assert_eq!(code, 1429);
+    assert!(
+        waited < Duration::from_millis(3500),
+        "a read waited {waited:?} with failover_wait 2 s"
+    );
+    let id: u32 = app
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut killer = client(&h, "app").await;
+    let write = tokio::spawn(async move {
+        let started = Instant::now();
+        let r = app
+            .query_drop(insert_order_sql(fresh_new_id(BIZ), "BIZ_CHANNEL", "killed"))
+            .await;
+        (common::server_code(r), started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    killer.query_drop(format!("KILL QUERY {id}")).await.unwrap();
+    let (code, took) = write.await.unwrap();
+    p1.query_drop("SET GLOBAL read_only = 0").await.unwrap();
+    assert_eq!(code, 1317);
+    assert!(
+        took < Duration::from_millis(1500),
+        "KILL QUERY ended the wait after {took:?}"
     );
     h.stop().await;
 }

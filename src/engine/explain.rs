@@ -93,6 +93,14 @@ impl Session {
         statement.binary = params.is_some();
         let plan = self.plan(&statement, true).await?;
         let access = super::run::step_access(&plan, &statement);
+        // Its `after` token counts as it would if the statement ran.
+        let after = match &statement.hints.after {
+            Some(token) if !self.rt.topology.is_empty() => {
+                crate::topology::token::decode(token, &self.rt.config).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
+        self.txn.set_after(after);
         let table: Vec<Vec<Option<Vec<u8>>>> = rows(&plan, &self.rt.config)
             .into_iter()
             .map(|r| {
@@ -105,6 +113,7 @@ impl Session {
                 row
             })
             .collect();
+        self.txn.set_after(Vec::new());
         self.state.warnings.clear();
         self.state.row_count = -1;
         let status = self.final_status(more);

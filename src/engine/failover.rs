@@ -68,7 +68,15 @@ impl Retry {
         let refused =
             matches!(e, ProxyError::Backend { code, .. } if *code == ER_OPTION_PREVENTS_STATEMENT);
         let unreachable = matches!(e, ProxyError::Unavailable(_));
-        if session.step_access == Access::Read && !self.read_moved {
+        let on_replica = session.txn.take_replica_used();
+        if session.step_access == Access::Read && on_replica && !self.read_moved {
+            if refused {
+                // The read writes (a stored function): on the primary it is a write whose
+                // GTID the session's later reads must see.
+                for step in &plan.steps {
+                    session.record_write(step.datasource);
+                }
+            }
             if refused || unreachable || matches!(e, ProxyError::Io(_)) {
                 self.read_moved = true;
                 session.step_access = Access::Primary;
@@ -89,5 +97,38 @@ impl Retry {
         tracing::info!(datasource = %cluster.name, error = %e, "a statement the primary could not take runs again after a probe round");
         let _ = tokio::time::timeout_at(self.deadline, cluster.next_round()).await;
         Instant::now() < self.deadline
+    }
+}
+
+/// Resolves when a replica the session's running statement reads from fails its probe
+/// (a server stopped or cut off: the read would wait for it as long as it stays so), or
+/// when the statement is killed: the error the statement ends with. Runs beside a read
+/// that may be on a replica ([`super::run`]).
+pub(super) async fn replica_lost(
+    rt: &crate::proxy::Runtime,
+    handle: &crate::session_registry::SessionHandle,
+) -> ProxyError {
+    let mut rounds: Vec<_> = rt.topology.clusters().map(|c| c.rounds()).collect();
+    loop {
+        let next =
+            futures_util::future::select_all(rounds.iter_mut().map(|r| Box::pin(r.changed())));
+        tokio::select! {
+            _ = next => {}
+            () = handle.query_kill_signal() => return ProxyError::interrupted(),
+        }
+        let Some(running) = handle.running() else {
+            continue;
+        };
+        for &(ds, member, _) in &running.threads {
+            let Some(cluster) = rt.topology.cluster(ds) else {
+                continue;
+            };
+            if cluster.role(member) == crate::topology::view::Role::Down {
+                return ProxyError::Unavailable(format!(
+                    "replica {} of datasource {} stopped answering its probes during the read",
+                    cluster.members[member].address, cluster.name
+                ));
+            }
+        }
     }
 }

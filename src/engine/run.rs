@@ -178,9 +178,22 @@ impl Session {
         let mut retry = super::failover::Retry::new(self, plan);
         loop {
             let written = client.stream.packets_written();
-            let ran = self
-                .run_plan_once(client, plan, binding, extras, more)
-                .await;
+            self.txn.take_replica_used();
+            let may_use_replica = self.step_access == Access::Read
+                && self.statement_reads.unwrap_or(self.user_reads.0)
+                    == crate::config::Reads::Replica;
+            let ran = if may_use_replica {
+                // A replica that stops answering mid-read (a stalled server) would hold the
+                // read as long as it stays so: the probes' verdict ends it.
+                let (rt, handle) = (self.rt.clone(), self.handle.clone());
+                tokio::select! {
+                    ran = self.run_plan_once(client, plan, binding, extras, more) => ran,
+                    lost = super::failover::replica_lost(&rt, &handle) => Err(lost),
+                }
+            } else {
+                self.run_plan_once(client, plan, binding, extras, more)
+                    .await
+            };
             let untouched =
                 written == client.stream.packets_written() && client.held_back.is_none();
             let Err(e) = &ran else {

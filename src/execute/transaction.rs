@@ -116,6 +116,9 @@ pub struct Transaction {
     /// implicit commit, a connection lost): its reads there go to the primary until a
     /// later write's GTID is known.
     unknown: Vec<DatasourceId>,
+    /// A replica's connection was taken since [`Transaction::take_replica_used`] last
+    /// asked (a read that fails before answering may then run on the primary).
+    replica_used: std::sync::atomic::AtomicBool,
 }
 
 impl Transaction {
@@ -373,8 +376,8 @@ impl Transaction {
             }
         }
         let member = match target.access {
-            Access::Read => cluster.primary_for_read().await?,
-            Access::Primary => cluster.primary().await?,
+            Access::Read => killable(wants, cluster.primary_for_read()).await?,
+            Access::Primary => killable(wants, cluster.primary()).await?,
         };
         let conn = self.fresh_on(ds, member, wants).await;
         if conn.is_err() {
@@ -455,6 +458,8 @@ impl Transaction {
             }
             cluster.caught_up(member, required);
         }
+        self.replica_used
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Some(conn)
     }
 
@@ -689,6 +694,12 @@ impl Transaction {
         self.unsettled.clear();
     }
 
+    /// Whether a replica's connection was taken since the last call (and forgets it).
+    pub fn take_replica_used(&self) -> bool {
+        self.replica_used
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The positions of the session's last writes, by clustered datasource.
     pub fn written(&self) -> &[(DatasourceId, GtidSet)] {
         &self.written
@@ -812,6 +823,25 @@ async fn last_gtid(conn: &mut BackendConn) -> Result<GtidSet, String> {
         .and_then(|r| r.first().cloned().flatten())
         .unwrap_or_default();
     GtidSet::parse(&String::from_utf8_lossy(&text))
+}
+
+/// `wait` (for a primary during a failover), or 1317 as soon as the session's statement
+/// is killed.
+async fn killable<T>(
+    wants: &Wants<'_>,
+    wait: impl std::future::Future<Output = Result<T, ProxyError>>,
+) -> Result<T, ProxyError> {
+    let Some(session) = wants.session else {
+        return wait.await;
+    };
+    tokio::pin!(wait);
+    if let Some(done) = futures_util::FutureExt::now_or_never(wait.as_mut()) {
+        return done;
+    }
+    tokio::select! {
+        done = wait => done,
+        () = session.query_kill_signal() => Err(ProxyError::interrupted()),
+    }
 }
 
 /// The error of a write in a transaction whose connection reaches a member that is no

@@ -50,12 +50,18 @@ pub fn route_hints(sql: &[u8], comments: &[Comment]) -> Result<RouteHints, Strin
         if !contains(body, b"route_key")
             && !contains(body, b"region")
             && !contains(body, b"scatter")
-            && !contains(body, b"read")
-            && !contains(body, b"after")
+            && !contains_ci(body, b"read")
+            && !contains_ci(body, b"after")
         {
             continue;
         }
         for (key, value) in pairs(body) {
+            // `read` and `after` in any case: a read's guarantee must not be dropped for
+            // the spelling of its key.
+            let key = match key.to_ascii_lowercase().as_str() {
+                k @ ("read" | "after") => k.to_owned(),
+                _ => key,
+            };
             if key == "scatter" {
                 let allow = match value.to_ascii_lowercase().as_str() {
                     "allow" => true,
@@ -113,7 +119,14 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// `key='value'` pairs of a sqlcommenter comment; malformed pieces are skipped.
+fn contains_ci(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// `key='value'` pairs of a sqlcommenter comment, separated by commas (or whitespace);
+/// malformed pieces are skipped.
 fn pairs(body: &[u8]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut rest = body;
@@ -141,7 +154,8 @@ fn pairs(body: &[u8]) -> Vec<(String, String)> {
         rest = trim_start(rest);
         match rest.first() {
             Some(b',') => rest = &rest[1..],
-            _ => break,
+            Some(_) => {}
+            None => break,
         }
     }
     out
@@ -198,6 +212,15 @@ mod tests {
         assert!(hints("SELECT '/*region=''GB''*/'").unwrap().is_empty());
         assert!(hints("SELECT /*+ region='GB' */ 1").unwrap().is_empty());
         assert!(hints("SELECT 1 -- region='GB'\n").unwrap().region.is_some());
+    }
+
+    #[test]
+    fn read_and_after_keys_in_any_case_and_pairs_apart_by_spaces() {
+        let h = hints("SELECT /*AFTER='ds0:0-1-5'*/ 1").unwrap();
+        assert_eq!(h.after.as_deref(), Some("ds0:0-1-5"));
+        let h = hints("SELECT /*read='primary' after='ds0:0-1-5'*/ 1").unwrap();
+        assert_eq!(h.read, Some(crate::config::Reads::Primary));
+        assert_eq!(h.after.as_deref(), Some("ds0:0-1-5"));
     }
 
     #[test]

@@ -26,11 +26,13 @@ const PRIMARY_WORDS: &[&str] = &[
 
 /// Whether the SELECT `sql` (its `tokens`) may run on a replica: no user variable
 /// assigned, no executable comment (it may hide any of these), no word of
-/// [`PRIMARY_WORDS`], no `LAST_INSERT_ID(expr)` (it sets the session's value).
+/// [`PRIMARY_WORDS`], no `LAST_INSERT_ID(expr)` (it sets the session's value), no system
+/// variable (`@@read_only`, `@@last_gtid`, `@@gtid_binlog_pos`: a server's own state, which
+/// an application reads of the server it writes to).
 pub fn replica_may_answer(sql: &[u8], tokens: &[Token]) -> bool {
     for (i, t) in tokens.iter().enumerate() {
         match t.kind {
-            TokenKind::ExecCommentOpen => return false,
+            TokenKind::ExecCommentOpen | TokenKind::SystemVariable => return false,
             TokenKind::Punct if t.is_punct(sql, ":=") => return false,
             TokenKind::Word => {
                 if PRIMARY_WORDS.iter().any(|w| t.is_word(sql, w)) {
@@ -79,6 +81,8 @@ mod tests {
             "SELECT NEXTVAL(s)",
             "SELECT LAST_INSERT_ID(7)",
             "SELECT /*!40000 SQL_NO_CACHE */ 1",
+            "SELECT @@read_only",
+            "SELECT @@global.gtid_binlog_pos, order_id FROM t_order",
         ] {
             assert!(!may(sql), "{sql}");
         }

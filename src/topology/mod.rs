@@ -229,6 +229,11 @@ impl Cluster {
         self.view.load_full()
     }
 
+    /// The probe rounds as they happen (a reader waits for the next view).
+    pub fn rounds(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
     /// Asks for a probe round now.
     pub fn nudge(&self) {
         self.nudge.notify_one();
@@ -494,6 +499,8 @@ async fn run_probes(cluster: Weak<Cluster>, mut probes: Vec<MemberProbe>) {
             c.nudge.clone(),
         );
         drop(c);
+        // Rounds start every `interval` (a member slow to answer does not stretch it).
+        let started = tokio::time::Instant::now();
         let answers =
             futures_util::future::join_all(probes.iter_mut().map(|p| p.probe(timeout))).await;
         let observed: Vec<Observation> = answers.into_iter().map(observation).collect();
@@ -503,7 +510,7 @@ async fn run_probes(cluster: Weak<Cluster>, mut probes: Vec<MemberProbe>) {
         c.apply(&observed);
         drop(c);
         tokio::select! {
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep_until(started + interval) => {}
             () = nudge.notified() => {
                 tokio::time::sleep(std::time::Duration::from_millis(100).min(interval)).await;
             }
