@@ -100,7 +100,7 @@ impl Session {
             }
             _ => Vec::new(),
         };
-        self.txn.set_after(after);
+        self.txn.causal.set_after(after);
         let table: Vec<Vec<Option<Vec<u8>>>> = rows(&plan, &self.rt.config)
             .into_iter()
             .map(|r| {
@@ -113,7 +113,7 @@ impl Session {
                 row
             })
             .collect();
-        self.txn.set_after(Vec::new());
+        self.txn.causal.set_after(Vec::new());
         self.state.warnings.clear();
         self.state.row_count = -1;
         let status = self.final_status(more);

@@ -68,7 +68,7 @@ impl Retry {
         let refused =
             matches!(e, ProxyError::Backend { code, .. } if *code == ER_OPTION_PREVENTS_STATEMENT);
         let unreachable = matches!(e, ProxyError::Unavailable(_));
-        let on_replica = session.txn.take_replica_used();
+        let on_replica = session.txn.causal.take_replica_used();
         if session.step_access == Access::Read && on_replica && !self.read_moved {
             if refused {
                 // The read writes (a stored function): on the primary it is a write whose

@@ -42,11 +42,11 @@ impl Session {
             })?,
             None => Vec::new(),
         };
-        self.txn.set_after(after);
+        self.txn.causal.set_after(after);
         self.statement_reads = s.hints.read;
         self.step_access = step_access(plan, s);
         let done = self.execute_plan(client, plan, s, binding, more).await;
-        self.txn.set_after(Vec::new());
+        self.txn.causal.set_after(Vec::new());
         self.statement_reads = None;
         self.step_access = Access::Primary;
         done
@@ -178,7 +178,7 @@ impl Session {
         let mut retry = super::failover::Retry::new(self, plan);
         loop {
             let written = client.stream.packets_written();
-            self.txn.take_replica_used();
+            self.txn.causal.take_replica_used();
             let may_use_replica = self.step_access == Access::Read
                 && self.statement_reads.unwrap_or(self.user_reads.0)
                     == crate::config::Reads::Replica;

@@ -148,7 +148,7 @@ impl Session {
         column: &str,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        let token = crate::topology::token::encode(self.txn.written(), &self.rt.config);
+        let token = crate::topology::token::encode(self.txn.causal.written(), &self.rt.config);
         self.state.warnings.clear();
         self.state.row_count = -1;
         let charset = self.state.result_charset();

@@ -10,8 +10,10 @@
 //! - [`effects`]: what a plan changes besides its statements: route counters and cache
 //!   fills, index rows written before an insert.
 
+pub mod causal;
 pub mod control;
 pub mod effects;
+pub mod members;
 pub mod results;
 pub mod target;
 pub mod transaction;

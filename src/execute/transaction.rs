@@ -103,22 +103,9 @@ pub struct Transaction {
     /// must not take its connections to be in a transaction. Set and consumed within one
     /// statement.
     rolled_back: bool,
-    /// By clustered datasource, the position of the session's last committed write there
-    /// (`@@last_gtid`): what its reads from replicas must have applied. Kept for the
-    /// session's life.
-    written: Vec<(DatasourceId, GtidSet)>,
-    /// The datasources written to whose GTID is not read yet (the write is not committed,
-    /// or the statement has not ended).
-    unsettled: Vec<DatasourceId>,
-    /// This statement's `/*after='TOKEN'*/`: positions its reads must have applied too.
-    after: Vec<(DatasourceId, GtidSet)>,
-    /// Datasources where a write of the session committed without its GTID read (an
-    /// implicit commit, a connection lost): its reads there go to the primary until a
-    /// later write's GTID is known.
-    unknown: Vec<DatasourceId>,
-    /// A replica's connection was taken since [`Transaction::take_replica_used`] last
-    /// asked (a read that fails before answering may then run on the primary).
-    replica_used: std::sync::atomic::AtomicBool,
+    /// What the session's reads on replicas must have seen (its writes' GTIDs, the
+    /// statement's token).
+    pub causal: super::causal::Causal,
 }
 
 impl Transaction {
@@ -298,7 +285,7 @@ impl Transaction {
                     Access::Read => true,
                 };
                 if !fits && keep && !self.read_only(false) {
-                    return Err(demoted(cluster, member));
+                    return Err(super::members::demoted(cluster, member));
                 }
                 if !fits && !keep {
                     self.held.remove(&ds);
@@ -376,8 +363,10 @@ impl Transaction {
             }
         }
         let member = match target.access {
-            Access::Read => killable(wants, cluster.primary_for_read()).await?,
-            Access::Primary => killable(wants, cluster.primary()).await?,
+            Access::Read => {
+                super::members::killable(wants.session, cluster.primary_for_read()).await?
+            }
+            Access::Primary => super::members::killable(wants.session, cluster.primary()).await?,
         };
         let conn = self.fresh_on(ds, member, wants).await;
         if conn.is_err() {
@@ -395,7 +384,7 @@ impl Transaction {
     }
 
     /// Whether a read of `ds` may go to a replica now, and if so what it must have applied
-    /// ([`Transaction::required`]); `None`: the primary reads (a transaction, autocommit
+    /// ([`super::causal::Causal::required`]); `None`: the primary reads (a transaction, autocommit
     /// off — every statement is in one —, pinned state, locks, or a write whose GTID is
     /// unknown).
     pub fn replica_read(
@@ -406,18 +395,7 @@ impl Transaction {
     ) -> Option<GtidSet> {
         let read_only_begin = self.begin.is_some() && self.begin_read_only == Some(true);
         let open = (autocommit || read_only_begin) && self.may_read_replica();
-        (open && !self.unknown.contains(&ds)).then(|| self.required(ds, causal))
-    }
-
-    /// What a read of `ds` must have applied: the session's writes there (with causal
-    /// reads) and the statement's `after` token.
-    fn required(&self, ds: DatasourceId, causal: bool) -> GtidSet {
-        let mut required = GtidSet::default();
-        let mine = self.written.iter().filter(|_| causal);
-        for (_, position) in mine.chain(self.after.iter()).filter(|(d, _)| *d == ds) {
-            required.merge(position);
-        }
-        required
+        (open && !self.causal.blocked(ds)).then(|| self.causal.required(ds, causal))
     }
 
     /// A replica's connection for a read, or `None` (the primary reads): none readable,
@@ -458,8 +436,7 @@ impl Transaction {
             }
             cluster.caught_up(member, required);
         }
-        self.replica_used
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.causal.replica_taken();
         Some(conn)
     }
 
@@ -652,62 +629,17 @@ impl Transaction {
         if self.in_transaction() {
             self.write_datasource = Some(ds);
         }
-        if clustered && !self.unsettled.contains(&ds) {
-            self.unsettled.push(ds);
+        if clustered {
+            self.causal.record_write(ds);
         }
     }
 
-    /// After a statement outside a transaction, or a `COMMIT`: reads `@@last_gtid` on each
-    /// connection that committed a write of the session on a clustered datasource, so its
-    /// later reads on replicas see it. A datasource whose GTID cannot be read keeps its
-    /// reads on the primary until a later write's is known.
+    /// After a statement outside a transaction: reads the GTIDs of the session's
+    /// committed writes on clustered datasources ([`super::causal::Causal::settle`]).
     pub async fn settle(&mut self) {
-        if self.unsettled.is_empty() || self.in_transaction() {
-            return;
+        if self.causal.unsettled() && !self.in_transaction() {
+            self.causal.settle(&mut self.held).await;
         }
-        self.read_gtids().await;
-    }
-
-    async fn read_gtids(&mut self) {
-        for i in 0..self.unsettled.len() {
-            let ds = self.unsettled[i];
-            let read = match self.held.get_mut(&ds) {
-                Some(conn) => last_gtid(conn).await,
-                None => Err("the connection that wrote is gone".to_owned()),
-            };
-            match read {
-                Ok(position) => {
-                    self.unknown.retain(|d| *d != ds);
-                    match self.written.iter_mut().find(|(d, _)| *d == ds) {
-                        Some((_, p)) => p.merge(&position),
-                        None => self.written.push((ds, position)),
-                    }
-                }
-                Err(why) => {
-                    tracing::warn!(%why, "the GTID of a session's write is unknown: its reads stay on the primary");
-                    if !self.unknown.contains(&ds) {
-                        self.unknown.push(ds);
-                    }
-                }
-            }
-        }
-        self.unsettled.clear();
-    }
-
-    /// Whether a replica's connection was taken since the last call (and forgets it).
-    pub fn take_replica_used(&self) -> bool {
-        self.replica_used
-            .swap(false, std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The positions of the session's last writes, by clustered datasource.
-    pub fn written(&self) -> &[(DatasourceId, GtidSet)] {
-        &self.written
-    }
-
-    /// This statement's `after` token positions (empty: none), replaced.
-    pub fn set_after(&mut self, after: Vec<(DatasourceId, GtidSet)>) {
-        self.after = after;
     }
 
     /// Ends the transaction on every held connection with `sql` (COMMIT or ROLLBACK).
@@ -732,8 +664,8 @@ impl Transaction {
                 first_error.get_or_insert(e);
             }
         }
-        if !self.unsettled.is_empty() {
-            self.read_gtids().await;
+        if self.causal.unsettled() {
+            self.causal.settle(&mut self.held).await;
         }
         self.ended();
         first_error.map_or(Ok(()), Err)
@@ -743,12 +675,8 @@ impl Transaction {
     /// implicitly: `SET autocommit = 1` from 0 commits it): the bookkeeping follows, and
     /// connections the session need not hold go back to the pool.
     pub fn ended(&mut self) {
-        for ds in self.unsettled.drain(..) {
-            // Committed (or rolled back) where its GTID was not read.
-            if !self.unknown.contains(&ds) {
-                self.unknown.push(ds);
-            }
-        }
+        // Committed (or rolled back) where its GTIDs were not read.
+        self.causal.ended_unread();
         self.begin = None;
         self.begin_read_only = None;
         self.statement_only = false;
@@ -803,60 +731,11 @@ impl Transaction {
                 }
             }
         }
-        let written = std::mem::take(&mut self.written);
-        let unknown = std::mem::take(&mut self.unknown);
-        *self = Transaction::default();
         // What the session wrote stays: its reads must go on seeing it.
-        self.written = written;
-        self.unknown = unknown;
+        let causal = std::mem::take(&mut self.causal);
+        *self = Transaction::default();
+        self.causal = causal;
     }
-}
-
-/// The GTID of the last transaction `conn` committed (`@@last_gtid`; empty when none).
-async fn last_gtid(conn: &mut BackendConn) -> Result<GtidSet, String> {
-    let (_, rows) = conn
-        .query_rows(b"SELECT @@last_gtid")
-        .await
-        .map_err(|e| e.to_string())?;
-    let text = rows
-        .first()
-        .and_then(|r| r.first().cloned().flatten())
-        .unwrap_or_default();
-    GtidSet::parse(&String::from_utf8_lossy(&text))
-}
-
-/// `wait` (for a primary during a failover), or 1317 as soon as the session's statement
-/// is killed.
-async fn killable<T>(
-    wants: &Wants<'_>,
-    wait: impl std::future::Future<Output = Result<T, ProxyError>>,
-) -> Result<T, ProxyError> {
-    let Some(session) = wants.session else {
-        return wait.await;
-    };
-    tokio::pin!(wait);
-    if let Some(done) = futures_util::FutureExt::now_or_never(wait.as_mut()) {
-        return done;
-    }
-    tokio::select! {
-        done = wait => done,
-        () = session.query_kill_signal() => Err(ProxyError::interrupted()),
-    }
-}
-
-/// The error of a write in a transaction whose connection reaches a member that is no
-/// longer the primary: it is not sent (the member refuses writes, or a split brain).
-fn demoted(cluster: &Cluster, member: usize) -> ProxyError {
-    ProxyError::client(
-        crate::error::ER_OPTION_PREVENTS_STATEMENT,
-        b"HY000",
-        format!(
-            "routekey-proxy: this transaction's connection reaches {} of datasource {}, which is no longer its primary ({}); the write is not sent: roll the transaction back and run it again",
-            cluster.members[member].address,
-            cluster.name,
-            cluster.role(member).name()
-        ),
-    )
 }
 
 /// A connection from the pool of `member` of `ds`, or 1317 when the session's statement is
