@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of routekey-proxy on this machine: brings the MariaDB sandbox up (installing
 # MariaDB when missing), installs redis-server when missing (tests/redis.rs starts its own),
-# runs `cargo test` (unit tests and the in-process end-to-end tests; tests/topology.rs
+# runs `cargo test` (unit tests and the in-process end-to-end tests; tests/topology/
 # starts a sandbox of its own with replicas, .sandbox-topology, taken down at the end), the
 # Prometheus test
 # (scripts/prometheus-test.sh: the Grafana dashboard's expressions against a real Prometheus
@@ -32,7 +32,7 @@ cleanup() {
         done
     fi
     scripts/sandbox.sh down >/dev/null 2>&1 || true
-    # The replication sandbox tests/topology.rs starts (primaries with replicas).
+    # The replication sandbox tests/topology/ starts (primaries with replicas).
     if [[ -d "${ROUTEKEY_TOPOLOGY_SANDBOX_DIR:-.sandbox-topology}" ]]; then
         ROUTEKEY_SANDBOX_DIR="${ROUTEKEY_TOPOLOGY_SANDBOX_DIR:-.sandbox-topology}" \
             ROUTEKEY_DS0_PORT="${ROUTEKEY_TOPOLOGY_DS0_PORT:-33261}" \

@@ -52,7 +52,7 @@ fn get(m: &HashMap<String, f64>, key: &str) -> f64 {
     m.get(key).copied().unwrap_or(0.0)
 }
 
-/// Metrics exported only for datasources with `members` (tests/topology.rs).
+/// Metrics exported only for datasources with `members` (tests/topology/).
 const TOPOLOGY_METRICS: [&str; 7] = [
     "routekey_member_up",
     "routekey_member_role",
@@ -600,7 +600,7 @@ async fn every_metric_the_dashboard_and_the_docs_use_is_exported() {
         assert!(used.len() > 10, "{path}: {used:?}");
         for name in used {
             // The Redis tier's metrics exist when a Redis tier is configured (tests/redis.rs);
-            // the members' when a datasource has `members` (tests/topology.rs checks them).
+            // the members' when a datasource has `members` (tests/topology/ checks them).
             if name.starts_with("routekey_cache_redis")
                 || TOPOLOGY_METRICS.contains(&name.as_str())
                 || name == "routekey_proxy"
