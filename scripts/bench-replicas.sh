@@ -55,7 +55,7 @@ cp target/release/routekey-proxy "$work/routekey-proxy-current"
 plain="$work/replicas-plain.toml"
 cluster="$work/replicas-cluster.toml"
 python3 - config/demo.toml "$plain" "$cluster" "$ds0_port" "$ds1_port" <<'PY'
-import re, sys
+import sys
 src, plain, cluster, p0, p1 = sys.argv[1:]
 text = open(src).read()
 text = text.replace("127.0.0.1:33061", f"127.0.0.1:{p0}").replace("127.0.0.1:33062", f"127.0.0.1:{p1}")
@@ -65,8 +65,8 @@ for port in (p0, p1):
         f'address = "127.0.0.1:{port}"',
         f'members = ["127.0.0.1:{port}", "127.0.0.1:{int(port) + 10}"]',
     )
-text = re.sub(r'(\[datasources\.ds\d\][^\[]*?)user = "root"\npassword = ""',
-              r'\1user = "routekey_rw"\npassword = "routekey-secret"', text)
+# Only the datasources log in as root.
+text = text.replace('user = "root"\npassword = ""', 'user = "routekey_rw"\npassword = "routekey-secret"')
 users = ""
 for name, consistency in (("app_ro", "session"), ("app_ev", "eventual")):
     users += (f'\n[[users]]\nname = "{name}"\npassword = "app"\nreads = "replica"\n'
