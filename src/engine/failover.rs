@@ -103,11 +103,17 @@ impl Retry {
 /// Resolves when a replica the session's running statement reads from fails its probe
 /// (a server stopped or cut off: the read would wait for it as long as it stays so), or
 /// when the statement is killed: the error the statement ends with. Runs beside a read
-/// that may be on a replica ([`super::run`]).
+/// that may be on a replica ([`super::run`]); never resolves for `None`.
 pub(super) async fn replica_lost(
-    rt: &crate::proxy::Runtime,
-    handle: &crate::session_registry::SessionHandle,
+    watched: Option<(
+        std::sync::Arc<crate::proxy::Runtime>,
+        std::sync::Arc<crate::session_registry::SessionHandle>,
+    )>,
 ) -> ProxyError {
+    let Some((rt, handle)) = watched else {
+        // Nothing to watch: the statement ends on its own.
+        return std::future::pending().await;
+    };
     let mut rounds: Vec<_> = rt.topology.clusters().map(|c| c.rounds()).collect();
     loop {
         let next =

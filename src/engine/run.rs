@@ -28,10 +28,23 @@ impl Session {
         binding: Option<&Binding<'_>>,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
-        if self.rt.topology.is_empty() {
-            return self.execute_plan(client, plan, s, binding, more).await;
-        }
         // Datasources with replicas: where this statement's reads may go.
+        let clustered = !self.rt.topology.is_empty();
+        if clustered {
+            self.place_reads(plan, s)?;
+        }
+        let done = self.execute_plan(client, plan, s, binding, more).await;
+        if clustered {
+            self.txn.causal.set_after(Vec::new());
+            self.statement_reads = None;
+            self.step_access = Access::Primary;
+        }
+        done
+    }
+
+    /// Where a statement's reads may go on clustered datasources: its steps' access, its
+    /// `/*read=...*/` hint and its `/*after=...*/` token (1210 when the token is not one).
+    fn place_reads(&mut self, plan: &Plan, s: &Prepared<'_>) -> Result<(), ProxyError> {
         let after = match &s.hints.after {
             Some(token) => crate::topology::token::decode(token, &self.rt.config).map_err(|e| {
                 ProxyError::client(
@@ -45,11 +58,7 @@ impl Session {
         self.txn.causal.set_after(after);
         self.statement_reads = s.hints.read;
         self.step_access = step_access(plan, s);
-        let done = self.execute_plan(client, plan, s, binding, more).await;
-        self.txn.causal.set_after(Vec::new());
-        self.statement_reads = None;
-        self.step_access = Access::Primary;
-        done
+        Ok(())
     }
 
     /// [`Session::execute`] once the statement's reads are placed.
@@ -170,29 +179,23 @@ impl Session {
         extras: Extras,
         more: MoreResults,
     ) -> Result<Ran, ProxyError> {
-        if self.rt.topology.is_empty() {
-            return self
-                .run_plan_once(client, plan, binding, extras, more)
-                .await;
-        }
-        let mut retry = super::failover::Retry::new(self, plan);
+        let mut retry =
+            (!self.rt.topology.is_empty()).then(|| super::failover::Retry::new(self, plan));
         loop {
             let written = client.stream.packets_written();
-            self.txn.causal.take_replica_used();
-            let may_use_replica = self.step_access == Access::Read
-                && self.statement_reads.unwrap_or(self.user_reads.0)
-                    == crate::config::Reads::Replica;
-            let ran = if may_use_replica {
-                // A replica that stops answering mid-read (a stalled server) would hold the
-                // read as long as it stays so: the probes' verdict ends it.
-                let (rt, handle) = (self.rt.clone(), self.handle.clone());
-                tokio::select! {
-                    ran = self.run_plan_once(client, plan, binding, extras, more) => ran,
-                    lost = super::failover::replica_lost(&rt, &handle) => Err(lost),
-                }
-            } else {
-                self.run_plan_once(client, plan, binding, extras, more)
-                    .await
+            // A replica that stops answering mid-read (a stalled server) would hold the read
+            // as long as it stays so: the probes' verdict ends it.
+            let watched = (retry.is_some() && self.may_read_a_replica()).then(|| {
+                self.txn.causal.take_replica_used();
+                (self.rt.clone(), self.handle.clone())
+            });
+            let ran = tokio::select! {
+                biased;
+                ran = self.run_plan_once(client, plan, binding, extras, more) => ran,
+                lost = super::failover::replica_lost(watched) => Err(lost),
+            };
+            let Some(retry) = retry.as_mut() else {
+                return ran;
             };
             let untouched =
                 written == client.stream.packets_written() && client.held_back.is_none();
@@ -203,6 +206,12 @@ impl Session {
                 return ran;
             }
         }
+    }
+
+    /// Whether the running statement's steps may read on a replica.
+    fn may_read_a_replica(&self) -> bool {
+        self.step_access == Access::Read
+            && self.statement_reads.unwrap_or(self.user_reads.0) == crate::config::Reads::Replica
     }
 
     /// [`Session::run_plan`], one attempt.
