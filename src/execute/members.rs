@@ -1,6 +1,7 @@
 //! Helpers of the member choice on clustered datasources (issue 26;
-//! [`super::Transaction::fresh`] decides): the wait for a primary, which `KILL QUERY`
-//! ends, and the error of a write whose held connection's member is no longer the primary.
+//! [`super::Transaction::fresh`] decides): a wait (for a pooled connection, for a primary)
+//! that `KILL QUERY` ends, and the error of a write whose held connection's member is no
+//! longer the primary.
 
 use crate::error::ProxyError;
 use crate::session_registry::SessionHandle;
@@ -16,6 +17,8 @@ pub(super) async fn killable<T>(
         return wait.await;
     };
     tokio::pin!(wait);
+    // Ready at once (an idle pooled connection, a known primary: the usual case): no
+    // watch on kills.
     if let Some(done) = futures_util::FutureExt::now_or_never(wait.as_mut()) {
         return done;
     }

@@ -746,22 +746,11 @@ async fn checkout(
     member: usize,
     wants: &Wants<'_>,
 ) -> Result<PooledConn, ProxyError> {
-    let get = wants.pools.get(ds, member, wants.found_rows);
-    let Some(session) = wants.session else {
-        return get.await;
-    };
-    if session.query_killed() {
+    if wants.session.is_some_and(|s| s.query_killed()) {
         return Err(ProxyError::interrupted());
     }
-    tokio::pin!(get);
-    // An idle connection is there at once (the usual case): no watch on kills.
-    if let Some(conn) = futures_util::FutureExt::now_or_never(get.as_mut()) {
-        return conn;
-    }
-    tokio::select! {
-        conn = get => conn,
-        () = session.query_kill_signal() => Err(ProxyError::interrupted()),
-    }
+    let get = wants.pools.get(ds, member, wants.found_rows);
+    super::members::killable(wants.session, get).await
 }
 
 /// Brings `conn` into a session's transaction: the `SET TRANSACTION` characteristics
