@@ -30,6 +30,9 @@ PY
 read -r new_id legacy_id legacy_hinted cn_id biz_id <<<"$ids"
 # cargo builds into $CARGO_TARGET_DIR when it is set.
 bin="${CARGO_TARGET_DIR:-target}/release/routekey-proxy"
+# A second terminal reaches this sandbox by its folder (its ports are recorded there).
+sbx_env=""
+[[ -z "${ROUTEKEY_SANDBOX_DIR:-}" ]] || sbx_env="ROUTEKEY_SANDBOX_DIR=$ROUTEKEY_SANDBOX_DIR "
 cat <<TXT
 
 routekey-proxy is starting on $listen in front of the sandbox ($config).
@@ -71,15 +74,16 @@ reads from replicas:
     EXPLAIN ROUTE SELECT order_id, status FROM t_order WHERE order_id = $biz_id;
     SELECT order_id, channel, status FROM t_order WHERE order_id = $biz_id;
 
-A switchover: in another terminal  scripts/sandbox.sh promote ds1r1 , then SHOW ROUTEKEY
+A switchover: in another terminal  ${sbx_env}scripts/sandbox.sh promote ds1r1 , then SHOW ROUTEKEY
 TOPOLOGY again: within a second $replica1 is ds1's primary; $primary1 turns replica and
-serves reads two probes later, when the EXPLAIN ROUTE above names it. scripts/sandbox.sh
-promote ds1 switches back (and the next scripts/demo.sh restores the topology anyway).
+serves reads two probes later, when the EXPLAIN ROUTE above names it.
+${sbx_env}scripts/sandbox.sh promote ds1  switches back (and the next scripts/demo.sh restores
+the topology anyway). The sandbox's commands use the ports it was started on (<sandbox>/ports).
 
 Order ids over HTTP:  curl -s -XPOST $admin/v1/order-ids -d '{"region":"GB","count":3}' -H 'content-type: application/json'
 Metrics and probes:   curl -s $admin/metrics | grep routekey_route_resolutions;  curl -s $admin/readyz
 What an id says about itself:  $bin --config $config decode $legacy_id
-Ctrl-C (or SIGTERM) drains and stops the proxy; scripts/sandbox.sh down stops the sandbox.
+Ctrl-C (or SIGTERM) drains and stops the proxy; ${sbx_env}scripts/sandbox.sh down stops the sandbox.
 
 TXT
 exec "$bin" --config "$config" --listen "$listen" --admin-listen "$admin"

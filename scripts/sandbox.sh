@@ -19,6 +19,8 @@
 #   scripts/sandbox.sh pid <name>         its mariadbd pid (nothing and exit 3 when not running)
 #   scripts/sandbox.sh members <ds>       127.0.0.1:port list of ds0/ds1's servers, primary first
 #
+# The ports `up` used are recorded in <sandbox>/ports: later commands on that sandbox use
+# them when ROUTEKEY_DS0_PORT/DS1_PORT are unset, and refuse others while it runs.
 # Environment: ROUTEKEY_SANDBOX_DIR (default <repo>/.sandbox),
 #              ROUTEKEY_DS0_PORT (default 33061), ROUTEKEY_DS1_PORT (default 33062),
 #              ROUTEKEY_REPLICAS (default 0; up's --replicas wins).
@@ -70,6 +72,21 @@ abs_dir() {
 SANDBOX_DIR="$(abs_dir "$SANDBOX_DIR")"
 SANDBOX_DIR="${SANDBOX_DIR%/}"
 [[ -n "$SANDBOX_DIR" ]] || die "refusing to use / as the sandbox dir"
+
+# The ports `up` started this sandbox's servers on, recorded in <sandbox>/ports: a command
+# run without ROUTEKEY_DS0_PORT/DS1_PORT uses them (a second terminal needs no exports),
+# and one run with other ports while a server of the sandbox runs is refused (it would
+# reach another sandbox's servers on those ports).
+PORTS_FILE="$SANDBOX_DIR/ports"
+RECORDED_PORTS=""
+if [[ -f "$PORTS_FILE" ]]; then
+    read -r RECORDED_PORTS <"$PORTS_FILE" || true
+    read -r -a recorded <<<"$RECORDED_PORTS"
+    if (( ${#recorded[@]} == 2 )); then
+        [[ -n "${ROUTEKEY_DS0_PORT:-}" ]] || DS0_PORT="${recorded[0]}"
+        [[ -n "${ROUTEKEY_DS1_PORT:-}" ]] || DS1_PORT="${recorded[1]}"
+    fi
+fi
 
 # Server names: ds0, ds1 (the primaries `up` makes) and dsXrK (replica K, 1-9, of dsX).
 valid_name() { [[ "$1" =~ ^ds[01](r[1-9])?$ ]]; }
@@ -717,6 +734,7 @@ cmd_up() {
     remove_replicas_beyond "$replicas"
     # The canonical topology: dsX is its primary, dsXr1..dsXrN its replicas.
     topology_write "$replicas" ds0 ds1
+    printf '%s %s\n' "$DS0_PORT" "$DS1_PORT" >"$PORTS_FILE"
     local name
     local -a servers replicas_list
     mapfile -t servers < <(all_servers)
@@ -930,9 +948,22 @@ cmd_promote() {
     echo "$name: primary of $ds; members $(members "$ds")"
 }
 
+# Refuses ports other than the recorded ones while a server of the sandbox runs.
+check_ports() {
+    [[ -n "$RECORDED_PORTS" && "$RECORDED_PORTS" != "$DS0_PORT $DS1_PORT" ]] || return 0
+    local name
+    for name in $(all_servers); do
+        if [[ -n "$(server_pid "$name")" ]]; then
+            die "$SANDBOX_DIR runs on ports $RECORDED_PORTS (ds0 ds1), not $DS0_PORT $DS1_PORT: unset ROUTEKEY_DS0_PORT/ROUTEKEY_DS1_PORT (the recorded ports are used) or stop it first"
+        fi
+    done
+}
+
 main() {
     local cmd="${1:-}"
     shift || true
+    [[ "$cmd" == up || "$cmd" == down || "$cmd" == status || "$cmd" == promote || "$cmd" == start \
+        || "$cmd" == pid || "$cmd" == members ]] && [[ -d "$SANDBOX_DIR" ]] && check_ports
     case "$cmd" in
         up) cmd_up "$@" ;;
         down) cmd_down "$@" ;;

@@ -700,7 +700,19 @@ async fn show_routekey_shards_and_pools_describe_the_map_and_a_datasource_that_i
         }
     }
 
-    type PoolRow = (String, String, u32, u32, u32, u32, u64, u64, u64, String);
+    type PoolRow = (
+        String,
+        String,
+        u32,
+        u32,
+        u32,
+        u32,
+        u64,
+        u64,
+        u64,
+        String,
+        String,
+    );
     let pools: Vec<PoolRow> = c.query("SHOW ROUTEKEY POOLS").await.unwrap();
     let main = |name: &str| {
         pools

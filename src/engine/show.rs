@@ -282,9 +282,21 @@ impl Session {
                 let channel = config
                     .channel_of_shard(n as u32)
                     .map_or("", |c| config.channel(c).name.as_str());
+                // A datasource with members: its primary's pool (the first member's
+                // while none is known).
+                let primary = self
+                    .rt
+                    .topology
+                    .cluster(s.datasource)
+                    .and_then(|c| c.primary_now())
+                    .map_or(ds.address.as_str(), |m| ds.members[m].as_str());
                 let pool = pools
                     .iter()
-                    .find(|p| p.datasource == ds.name && p.pool == "main")
+                    .find(|p| {
+                        p.datasource == ds.name
+                            && p.pool == "main"
+                            && (!p.clustered || p.member == primary)
+                    })
                     .map_or_else(String::new, |p| {
                         if p.open == 0 && !p.last_error.is_empty() {
                             format!("down: {}", p.last_error)
@@ -326,6 +338,7 @@ impl Session {
             unsigned_column("timeouts", 20),
             unsigned_column("connect_errors", 20),
             varchar("last_error", 512, charset),
+            varchar("member", 255, charset),
         ];
         let rows: Vec<Vec<Option<Vec<u8>>>> = self
             .rt
@@ -345,6 +358,7 @@ impl Session {
                     n(p.timeouts),
                     n(p.connect_errors),
                     Some(p.last_error.into_bytes()),
+                    Some(p.member.into_bytes()),
                 ]
             })
             .collect();

@@ -131,7 +131,7 @@ impl Session {
                 format!("{} (replica)", cluster.members[m].address)
             }
             crate::topology::ReplicaChoice::Behind(m) => format!(
-                "{} (replica, after waiting up to {:?} for this session's writes; else the primary)",
+                "{} (replica, after waiting up to {:?} for the writes the read must see; else the primary)",
                 cluster.members[m].address, cluster.settings.causal_wait
             ),
             crate::topology::ReplicaChoice::None => {

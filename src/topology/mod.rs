@@ -424,7 +424,9 @@ impl Cluster {
                 self.position(m).merge(&a.gtid);
             }
         }
-        if next.primary != before.primary {
+        if next.primary != before.primary && before.round == 0 {
+            tracing::info!(datasource = %self.name, primary = ?next.primary, "the datasource's members answered their first probe");
+        } else if next.primary != before.primary {
             let name = |p: &Primary| match p {
                 Primary::Known(m) => self.members[*m].address.clone(),
                 Primary::None => "none".to_owned(),
