@@ -179,13 +179,18 @@ impl Session {
         extras: Extras,
         more: MoreResults,
     ) -> Result<Ran, ProxyError> {
-        let mut retry =
-            (!self.rt.topology.is_empty()).then(|| super::failover::Retry::new(self, plan));
+        if self.rt.topology.is_empty() {
+            // No datasource with members: one attempt, nothing to watch.
+            return self
+                .run_plan_once(client, plan, binding, extras, more)
+                .await;
+        }
+        let mut retry = super::failover::Retry::new(self, plan);
         loop {
             let written = client.stream.packets_written();
             // A replica that stops answering mid-read (a stalled server) would hold the read
             // as long as it stays so: the probes' verdict ends it.
-            let watched = (retry.is_some() && self.may_read_a_replica()).then(|| {
+            let watched = self.may_read_a_replica().then(|| {
                 self.txn.causal.take_replica_used();
                 (self.rt.clone(), self.handle.clone())
             });
@@ -193,9 +198,6 @@ impl Session {
                 biased;
                 ran = self.run_plan_once(client, plan, binding, extras, more) => ran,
                 lost = super::failover::replica_lost(watched) => Err(lost),
-            };
-            let Some(retry) = retry.as_mut() else {
-                return ran;
             };
             let untouched =
                 written == client.stream.packets_written() && client.held_back.is_none();
