@@ -2,6 +2,7 @@
 //! session holds its backend connections, so they never depend on the SQL parser (which
 //! does not read every form MySQL accepts, such as `SET NAMES x, autocommit = 1`).
 
+mod column;
 mod lock;
 mod topology;
 
@@ -513,22 +514,9 @@ fn next_order_id(sql: &[u8], tokens: &[Token], mode: LexMode) -> Command {
         }
         _ => return Command::Refused(NEXT_ORDER_ID_FORMS.to_owned()),
     };
-    let expression =
-        String::from_utf8_lossy(&sql[tokens[1].range.start..tokens[close].range.end]).into_owned();
     let _ = open;
-    let rest = &tokens[close + 1..];
-    let column = match rest {
-        [] => expression,
-        [alias]
-            if matches!(
-                alias.kind,
-                TokenKind::Word | TokenKind::QuotedIdent | TokenKind::String
-            ) =>
-        {
-            ident_text(sql, alias, mode)
-        }
-        [kw, alias] if kw.is_word(sql, "as") => ident_text(sql, alias, mode),
-        _ => return Command::Refused(NEXT_ORDER_ID_FORMS.to_owned()),
+    let Some(column) = column::call_column(sql, tokens, close, mode) else {
+        return Command::Refused(NEXT_ORDER_ID_FORMS.to_owned());
     };
     Command::NextOrderId { region, column }
 }

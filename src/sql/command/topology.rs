@@ -1,6 +1,7 @@
 //! The proxy's own statements about clustered datasources (issue 26).
 
-use crate::sql::lexer::{LexMode, Token, TokenKind, ident_text};
+use super::column::call_column;
+use crate::sql::lexer::{LexMode, Token};
 
 /// `SELECT ROUTEKEY_WRITE_TOKEN()` with an optional alias: the result column's name; `None`
 /// for any other use of the name, which is a statement (a column of that name, or the
@@ -11,20 +12,5 @@ pub(super) fn write_token(sql: &[u8], tokens: &[Token], mode: LexMode) -> Option
     if !called {
         return None;
     }
-    let expression =
-        String::from_utf8_lossy(&sql[tokens[1].range.start..tokens[3].range.end]).into_owned();
-    let column = match &tokens[4..] {
-        [] => expression,
-        [alias]
-            if matches!(
-                alias.kind,
-                TokenKind::Word | TokenKind::QuotedIdent | TokenKind::String
-            ) =>
-        {
-            ident_text(sql, alias, mode)
-        }
-        [kw, alias] if kw.is_word(sql, "as") => ident_text(sql, alias, mode),
-        _ => return None,
-    };
-    Some(column)
+    call_column(sql, tokens, 3, mode)
 }
