@@ -31,23 +31,10 @@ replica_port=$((ds0_port + 10))
 
 scripts/sandbox.sh up --replicas 1 >&2
 
-# --- binaries (as scripts/bench-core.sh builds them) ---------------------------------------
-tree="$work/baseline-src"
-if [[ ! -d "$tree" ]]; then
-    git worktree add --detach "$tree" "$baseline" >&2
-else
-    git -C "$tree" checkout -q --detach "$baseline"
-fi
-commit="$(git -C "$tree" rev-parse HEAD)"
-if [[ ! -x "$work/routekey-proxy-baseline" || "$(cat "$work/baseline.commit" 2>/dev/null)" != "$commit" ]]; then
-    touch "$tree/src/lib.rs"
-    CARGO_TARGET_DIR="$PWD/target" cargo build --release --locked -q --manifest-path "$tree/Cargo.toml"
-    cp target/release/routekey-proxy "$work/routekey-proxy-baseline"
-    echo "$commit" >"$work/baseline.commit"
-fi
-touch src/lib.rs
-cargo build --release --locked -q
-cp target/release/routekey-proxy "$work/routekey-proxy-current"
+# --- binaries (scripts/bench/binaries.sh) --------------------------------------------------
+# shellcheck source=scripts/bench/binaries.sh
+source scripts/bench/binaries.sh
+build_binaries "$work" "$baseline"
 
 # --- configurations ------------------------------------------------------------------------
 # One server per datasource: config/demo.toml on the sandbox's ports. Clusters: the same
