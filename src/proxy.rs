@@ -140,6 +140,9 @@ pub struct Proxy {
     pub logins: crate::access::Logins,
     /// Counters for `/metrics`.
     pub metrics: crate::metrics::Metrics,
+    /// The coordinator of atomic commits across datasources and what its resolver found
+    /// (kept across reloads: its xids' sequence).
+    pub coordinator: Arc<crate::execute::xa::Coordinator>,
     /// Set once a drain is asked for (SIGTERM, `/quitquitquit`).
     drain_requested: tokio::sync::watch::Sender<bool>,
     /// Route resolution counters (kept across reloads).
@@ -219,6 +222,7 @@ impl Proxy {
             sessions: Default::default(),
             logins: Default::default(),
             metrics: Default::default(),
+            coordinator: Default::default(),
             drain_requested: tokio::sync::watch::Sender::new(false),
             router_stats: runtime.router.stats().clone(),
             backend_version: tokio::sync::OnceCell::new(),

@@ -228,7 +228,7 @@ pub async fn serve(
 /// The tasks that run beside the sessions while the proxy serves: learning the datasources'
 /// database names (for the scope check: now, then every minute) and closing idle clients
 /// past their `wait_timeout`. They hold the proxy weakly; the caller aborts them at the end.
-fn background_tasks(proxy: &Arc<Proxy>) -> [tokio::task::JoinHandle<()>; 2] {
+fn background_tasks(proxy: &Arc<Proxy>) -> [tokio::task::JoinHandle<()>; 3] {
     // The datasources' database names, for the scope check: now, then every minute.
     let learner = Arc::downgrade(proxy);
     let learning = tokio::spawn(async move {
@@ -251,7 +251,24 @@ fn background_tasks(proxy: &Arc<Proxy>) -> [tokio::task::JoinHandle<()>; 2] {
             proxy.sessions.expire_idle();
         }
     });
-    [learning, sweeping]
+    // The resolver of abandoned XA branches: a round now, then every resolve_interval.
+    let resolver = Arc::downgrade(proxy);
+    let resolving = tokio::spawn(async move {
+        let mut state = crate::execute::resolver::Resolver::default();
+        loop {
+            let Some(proxy) = resolver.upgrade() else {
+                return;
+            };
+            let rt = proxy.runtime();
+            state
+                .round(&rt.config, &rt.topology, &proxy.coordinator)
+                .await;
+            let pause = rt.config.transactions.resolve_interval;
+            drop((rt, proxy));
+            tokio::time::sleep(pause).await;
+        }
+    });
+    [learning, sweeping, resolving]
 }
 
 /// At the drain deadline: the sessions left are killed and, if still stuck after

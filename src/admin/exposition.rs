@@ -27,6 +27,7 @@ pub fn render(proxy: &Proxy) -> String {
     routes(&mut r, &rt);
     pools(&mut r, &rt);
     topology(&mut r, &rt);
+    transactions(&mut r, proxy);
     issuance(&mut r, proxy, &rt);
 
     let info = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
@@ -206,6 +207,86 @@ fn topology(r: &mut Registry, rt: &Runtime) {
         "write_retries",
         "Statements run again after a primary refused them as read-only or could not be reached before they were sent",
         retries,
+    );
+}
+
+/// Atomic commits across datasources and the resolver (issue 27).
+fn transactions(r: &mut Registry, proxy: &Proxy) {
+    let c = &proxy.coordinator.counters;
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let commits = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+    commits
+        .get_or_create(&vec![("kind", "single")])
+        .inc_by(n(&c.commits_single));
+    commits
+        .get_or_create(&vec![("kind", "atomic")])
+        .inc_by(n(&c.commits_atomic));
+    r.register(
+        "commits",
+        "Transactions committed by COMMIT: on one datasource (single) or atomically on several (atomic: the decision committed)",
+        commits,
+    );
+    let failed = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+    failed
+        .get_or_create(&vec![("result", "rolled_back")])
+        .inc_by(n(&c.atomic_rolled_back));
+    failed
+        .get_or_create(&vec![("result", "unknown")])
+        .inc_by(n(&c.atomic_unknown));
+    r.register(
+        "atomic_commit_failures",
+        "Atomic commits that did not commit: rolled back on every datasource, or unknown (the decision commit's connection was lost and the decision could not be read back)",
+        failed,
+    );
+    r.register(
+        "xa_branches_prepared",
+        "XA branches prepared by this sidecar's atomic commits",
+        counter(n(&c.prepared)),
+    );
+    r.register(
+        "xa_commit_failures",
+        "XA COMMITs after the decision that failed (the branch is left to a resolver)",
+        counter(n(&c.commit_failures)),
+    );
+    let resolved = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+    resolved
+        .get_or_create(&vec![("action", "commit")])
+        .inc_by(n(&c.resolved_commit));
+    resolved
+        .get_or_create(&vec![("action", "rollback")])
+        .inc_by(n(&c.resolved_rollback));
+    r.register(
+        "xa_resolved",
+        "Abandoned XA branches this sidecar's resolver finished, by action",
+        resolved,
+    );
+    r.register(
+        "xa_resolver_rounds",
+        "Resolver rounds run (XA RECOVER on every datasource's primary)",
+        counter(n(&c.resolver_rounds)),
+    );
+    let (count, oldest) = match proxy.coordinator.in_doubt.lock() {
+        Ok(list) => (
+            list.len(),
+            list.iter()
+                .map(|d| d.first_seen.elapsed().as_secs_f64())
+                .fold(0.0, f64::max),
+        ),
+        Err(_) => (0, 0.0),
+    };
+    let in_doubt = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    in_doubt.set(count as i64);
+    r.register(
+        "xa_in_doubt",
+        "Prepared XA branches of ours the last resolver round found (being committed by a live coordinator, or abandoned)",
+        in_doubt,
+    );
+    let age = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+    age.set(oldest);
+    r.register(
+        "xa_in_doubt_oldest_seconds",
+        "Seconds since this sidecar's resolver first saw the oldest prepared XA branch still there (0 when none)",
+        age,
     );
 }
 

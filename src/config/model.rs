@@ -62,6 +62,8 @@ pub struct Config {
     pub log: LogConfig,
     /// How the members of clustered datasources are probed and used (`[topology]`).
     pub topology: TopologySettings,
+    /// Transactions that write on several datasources (`[transactions]`).
+    pub transactions: Transactions,
     /// Keys set by `ROUTEKEY_...` environment overrides ([`mod@env`]), dotted; empty when none.
     pub overrides: Vec<String>,
 }
@@ -365,6 +367,63 @@ impl Default for TopologySettings {
             max_replica_lag: Duration::from_secs(5),
             causal_wait: Duration::from_millis(50),
         }
+    }
+}
+
+/// What a transaction (or one statement) that writes on more than one datasource gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CrossDatasource {
+    /// It commits on all of them or on none: the first datasource written keeps a plain
+    /// transaction (the decision branch), every other one an XA branch, committed by the
+    /// protocol of SPEC §5 and docs/decisions/0004 (default).
+    #[default]
+    Atomic,
+    /// The write on a second datasource is refused with 1235 (before issue 27).
+    Refuse,
+}
+
+/// `[transactions]`: atomic commits across datasources and the resolver that finishes what
+/// a coordinator left (SPEC §5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transactions {
+    /// Atomic or refused.
+    pub cross_datasource: CrossDatasource,
+    /// A prepared XA branch of ours that a resolver has seen for this long is decided by it
+    /// (default 30 s): committed when its decision datasource recorded a commit, else an
+    /// abort is recorded and it is rolled back.
+    pub abandon_age: Duration,
+    /// Time between two resolver rounds (`XA RECOVER` on every datasource's primary;
+    /// default 5 s).
+    pub resolve_interval: Duration,
+    /// Decision records older than this are deleted, once every datasource answered a
+    /// round and none holds their xid (default 24 h).
+    pub decision_retention: Duration,
+    /// The database of the decision table on every datasource (default `routekey`, created
+    /// if missing).
+    pub database: String,
+    /// The decision table (default `routekey_xa_decisions`, created if missing).
+    pub decision_table: String,
+}
+
+impl Default for Transactions {
+    fn default() -> Self {
+        Self {
+            cross_datasource: CrossDatasource::Atomic,
+            abandon_age: Duration::from_secs(30),
+            resolve_interval: Duration::from_secs(5),
+            decision_retention: Duration::from_secs(24 * 3600),
+            database: "routekey".to_owned(),
+            decision_table: "routekey_xa_decisions".to_owned(),
+        }
+    }
+}
+
+impl Transactions {
+    /// The decision table, quoted and qualified by its database.
+    pub fn decision_table_sql(&self) -> String {
+        let q = |n: &str| format!("`{}`", n.replace('`', "``"));
+        format!("{}.{}", q(&self.database), q(&self.decision_table))
     }
 }
 

@@ -31,6 +31,58 @@ pub struct RawConfig {
     pub log: RawLog,
     #[serde(default)]
     pub topology: RawTopology,
+    #[serde(default)]
+    pub transactions: RawTransactions,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTransactions {
+    #[serde(default)]
+    pub cross_datasource: super::model::CrossDatasource,
+    #[serde(default = "default_abandon_age", with = "humantime_serde")]
+    pub abandon_age: Duration,
+    #[serde(default = "default_resolve_interval", with = "humantime_serde")]
+    pub resolve_interval: Duration,
+    #[serde(default = "default_decision_retention", with = "humantime_serde")]
+    pub decision_retention: Duration,
+    #[serde(default = "default_decision_database")]
+    pub database: String,
+    #[serde(default = "default_decision_table")]
+    pub decision_table: String,
+}
+
+impl Default for RawTransactions {
+    fn default() -> Self {
+        Self {
+            cross_datasource: super::model::CrossDatasource::default(),
+            abandon_age: default_abandon_age(),
+            resolve_interval: default_resolve_interval(),
+            decision_retention: default_decision_retention(),
+            database: default_decision_database(),
+            decision_table: default_decision_table(),
+        }
+    }
+}
+
+fn default_abandon_age() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_resolve_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_decision_retention() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+
+fn default_decision_database() -> String {
+    "routekey".to_owned()
+}
+
+fn default_decision_table() -> String {
+    "routekey_xa_decisions".to_owned()
 }
 
 #[derive(Debug, Deserialize)]

@@ -35,5 +35,6 @@ mod statement_log;
 #[cfg(test)]
 mod tests;
 mod topology;
+mod transactions;
 
 pub use query::kill_running_statement;

@@ -289,7 +289,9 @@ impl Session {
                 self.table_info(client, sql, lexed, table, database, names_in_rows, more)
                     .await
             }
-            Command::Xa => Err(ProxyError::not_yet("XA transactions")),
+            Command::Xa => Err(ProxyError::unsupported(
+                "XA statements from clients: the proxy runs XA itself (a transaction that writes on several datasources commits atomically, transactions.cross_datasource = \"atomic\"); use BEGIN ... COMMIT",
+            )),
             Command::LockTables(lock) => self.lock_tables(client, &lock, more).await,
             Command::UnlockTables => self.unlock_tables(client, more).await,
             Command::ShowTableStatus { database, filter } => {
@@ -320,6 +322,7 @@ impl Session {
             Command::ShowRouteShards => self.show_route_shards(client, more),
             Command::ShowRoutePools => self.show_route_pools(client, more),
             Command::ShowRouteTopology => self.show_route_topology(client, more),
+            Command::ShowRouteTransactions => self.show_route_transactions(client, more),
             Command::WriteToken { column } => self.write_token(client, &column, more),
             Command::NextOrderId { region, column } => match region {
                 RegionArg::Missing => self.next_order_id(client, None, &column, more).await,
@@ -410,7 +413,12 @@ impl Session {
         sql: &[u8],
         more: MoreResults,
     ) -> Result<(), ProxyError> {
+        let single = sql == b"COMMIT" && self.txn.distributed().is_none() && self.in_transaction();
         self.txn.end(sql).await?;
+        if single {
+            let commits = &self.proxy.coordinator.counters.commits_single;
+            commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         self.ok(client, more)
     }
 
@@ -452,7 +460,8 @@ impl Session {
         }
         // Connections held from before BEGIN (a pinned session's) join the transaction
         // first: a savepoint outside it would be forgotten at once.
-        self.txn.join_held().await?;
+        let (txn, wants) = self.parts();
+        txn.join_held(&wants).await?;
         self.txn.on_every_held(sql).await?;
         match (set, back_to) {
             (Some(name), _) => self.txn.savepoint_set(name),

@@ -248,8 +248,10 @@ impl Session {
     }
 
     /// [`Execution::Atomic`]: the steps inside one backend transaction on their
-    /// datasource, or under a savepoint in the client's; committed (released) when all
-    /// ran, rolled back otherwise.
+    /// datasource, or under a savepoint on each datasource of the client's transaction;
+    /// committed (released) when all ran, rolled back otherwise. Steps on several
+    /// datasources outside a transaction run in one the proxy opens and commits
+    /// atomically ([`Session::run_atomic_across`]).
     async fn run_atomic(
         &mut self,
         client: &mut Client,
@@ -258,17 +260,29 @@ impl Session {
         extras: Extras,
         more: MoreResults,
     ) -> Result<Ran, ProxyError> {
-        let ds = plan.steps[0].datasource;
+        let mut datasources: Vec<crate::config::DatasourceId> = Vec::new();
+        for step in &plan.steps {
+            if !datasources.contains(&step.datasource) {
+                datasources.push(step.datasource);
+            }
+        }
         let savepoint = self.in_transaction() || !self.state.autocommit;
+        if datasources.len() > 1 && !savepoint {
+            return self
+                .run_atomic_across(client, plan, binding, extras, more, &datasources)
+                .await;
+        }
         let begin: &[u8] = if savepoint {
             b"SAVEPOINT routekey_statement"
         } else {
             b"BEGIN"
         };
-        self.connection(Target::primary(ds))
-            .await?
-            .execute(begin)
-            .await?;
+        for &ds in &datasources {
+            self.connection(Target::primary(ds))
+                .await?
+                .execute(begin)
+                .await?;
+        }
         let outcome = self.run_bounded(client, plan, binding, extras, more).await;
         let end: &[u8] = match (&outcome, savepoint) {
             (Ok(_), true) => b"RELEASE SAVEPOINT routekey_statement",
@@ -276,12 +290,52 @@ impl Session {
             (Err(_), true) => b"ROLLBACK TO SAVEPOINT routekey_statement",
             (Err(_), false) => b"ROLLBACK",
         };
-        if let Some(conn) = self.txn.held_mut(ds) {
-            if let Err(e) = conn.execute(end).await {
-                return outcome.and(Err(e));
+        let mut ended = Ok(());
+        for &ds in &datasources {
+            if let Some(conn) = self.txn.held_mut(ds) {
+                if let Err(e) = conn.execute(end).await {
+                    ended = ended.and(Err(e));
+                }
             }
         }
-        outcome
+        let outcome = outcome?;
+        ended.map(|()| outcome)
+    }
+
+    /// A write on several datasources with autocommit on: a transaction the proxy opens
+    /// (not shown to the client) whose first datasource is the decision branch and the
+    /// others XA branches, committed atomically ([`crate::execute::xa::commit`]) when every
+    /// step ran, rolled back on every datasource otherwise.
+    async fn run_atomic_across(
+        &mut self,
+        client: &mut Client,
+        plan: &Plan,
+        binding: Option<&Binding<'_>>,
+        extras: Extras,
+        more: MoreResults,
+        datasources: &[crate::config::DatasourceId],
+    ) -> Result<Ran, ProxyError> {
+        self.txn.begin_statement(b"BEGIN");
+        for &ds in datasources {
+            if let Err(e) = self.connection(Target::primary(ds)).await {
+                self.txn.end(b"ROLLBACK").await.ok();
+                return Err(e);
+            }
+        }
+        match self.run_bounded(client, plan, binding, extras, more).await {
+            Ok(ran) => {
+                for &ds in datasources {
+                    // Inside the transaction: the GTIDs are read when it commits.
+                    self.record_write(ds);
+                }
+                self.txn.end(b"COMMIT").await?;
+                Ok(ran)
+            }
+            Err(e) => {
+                self.txn.end(b"ROLLBACK").await.ok();
+                Err(e)
+            }
+        }
     }
 
     /// The steps within the longest query timeout of their datasources.
@@ -385,6 +439,12 @@ impl Session {
                     }
                 }
                 self.state.record_error(&e);
+                if self.txn.distributed().is_some() && rolls_back_all(&e) {
+                    // A deadlock or lock wait timeout in one branch ends the whole
+                    // transaction: the others must not commit without it.
+                    tracing::debug!(error = %e, "a branch of an atomic transaction failed: every branch rolls back");
+                    self.txn.end(b"ROLLBACK").await.ok();
+                }
                 let ran_on: Vec<_> = plan.steps.iter().map(|s| s.datasource).collect();
                 self.txn
                     .after_failed_statement(&ran_on, self.state.autocommit);
@@ -393,8 +453,12 @@ impl Session {
             }
         };
         if plan.write {
-            if let Some(first) = plan.steps.first() {
-                self.record_write(first.datasource);
+            let mut recorded = Vec::with_capacity(1);
+            for step in &plan.steps {
+                if !recorded.contains(&step.datasource) {
+                    recorded.push(step.datasource);
+                    self.record_write(step.datasource);
+                }
             }
         }
         if let Some(on) = ran.autocommit_read {
@@ -617,6 +681,14 @@ fn backend_error_code(e: &ProxyError) -> Option<String> {
         ProxyError::Io(_) => Some("io".to_owned()),
         _ => None,
     }
+}
+
+/// Errors after which a transaction with XA branches rolls back on every datasource: a
+/// deadlock (MariaDB rolled back that branch) and a lock wait timeout (it rolled back the
+/// statement; the transaction could not commit as the client wrote it).
+fn rolls_back_all(e: &ProxyError) -> bool {
+    matches!(e, ProxyError::Backend { code, .. }
+        if matches!(*code, crate::error::ER_LOCK_DEADLOCK | crate::error::ER_LOCK_WAIT_TIMEOUT))
 }
 
 /// How a data statement's steps reach a clustered datasource: `Read` (a replica may answer)

@@ -220,6 +220,7 @@ impl Session {
             topology: &self.rt.topology,
             reads: self.statement_reads.unwrap_or(self.user_reads.0),
             causal: self.user_reads.1,
+            coordinator: &self.proxy.coordinator,
         };
         (&mut self.txn, wants)
     }

@@ -14,9 +14,11 @@ pub mod causal;
 pub mod control;
 pub mod effects;
 pub mod members;
+pub mod resolver;
 pub mod results;
 pub mod target;
 pub mod transaction;
+pub mod xa;
 
 pub use results::{Binding, Results, StepEnd};
 pub use target::{Access, Target};

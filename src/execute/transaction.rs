@@ -1,8 +1,9 @@
 //! A session's hold on backend connections: the transaction (one connection per datasource
 //! it touches, its start replayed and its savepoints kept for datasources that join later),
 //! pinned state (user variables, locks, temporary tables the proxy cannot carry from one
-//! connection to another) and the write rule (SPEC §5: the writes of a transaction stay on
-//! one datasource until XA).
+//! connection to another) and the write rule (SPEC §5: a transaction that writes on several
+//! datasources commits atomically, [`super::xa`], or is refused with
+//! `transactions.cross_datasource = "refuse"`).
 //!
 //! A session holds no backend connection between statements unless it is in a transaction
 //! or pinned. Whichever connection serves it gets the session's variables and database
@@ -46,6 +47,8 @@ pub struct Wants<'a> {
     pub reads: Reads,
     /// A replica's read must have applied the session's writes (`consistency = "session"`).
     pub causal: bool,
+    /// The process's coordinator of atomic commits (xids, counters).
+    pub coordinator: &'a std::sync::Arc<super::xa::Coordinator>,
 }
 
 impl Wants<'_> {
@@ -71,6 +74,9 @@ pub struct Transaction {
     held: LiteMap<DatasourceId, PooledConn>,
     /// The `BEGIN`/`START TRANSACTION` text, replayed on each datasource that joins.
     begin: Option<Vec<u8>>,
+    /// The XA branch a connection being prepared joins as (its xid and the decision
+    /// datasource); set by [`Transaction::connection`] around [`Transaction::fresh`].
+    joining: Option<(super::xa::Xid, DatasourceId)>,
     /// Its access mode: `Some(true)` for `READ ONLY`, `Some(false)` for `READ WRITE`.
     begin_read_only: Option<bool>,
     /// The proxy opened it for one statement with autocommit on (pending `SET
@@ -86,8 +92,12 @@ pub struct Transaction {
     next_characteristics: Option<Characteristics>,
     /// Savepoints in the order they were set.
     savepoints: Vec<String>,
-    /// The datasource this transaction writes to (one at most, until XA).
+    /// The datasource this transaction first wrote to (with `cross_datasource = "refuse"`
+    /// the only one).
     write_datasource: Option<DatasourceId>,
+    /// The transaction's XA branches, once a second datasource joined it
+    /// (`cross_datasource = "atomic"`).
+    xa: Option<super::xa::Distributed>,
     /// A statement of this transaction changed rows ([`Transaction::changed_rows`]).
     changed_rows: bool,
     /// State the proxy cannot carry was created: connections stay held until the end.
@@ -112,7 +122,26 @@ impl Transaction {
     /// In a transaction as MySQL would report it: after BEGIN, or while a held connection
     /// has one open (autocommit off starts one with the first statement).
     pub fn in_transaction(&self) -> bool {
-        self.begin.is_some() || self.held.values().any(|c| c.in_transaction())
+        self.begin.is_some() || self.xa.is_some() || self.held.values().any(|c| c.in_transaction())
+    }
+
+    /// The transaction has XA branches: its `COMMIT` is atomic across datasources.
+    pub fn distributed(&self) -> Option<&super::xa::Distributed> {
+        self.xa.as_ref()
+    }
+
+    /// The datasource `ds` is the open transaction's: `Some("decision")` for its plain
+    /// transaction once another joined as an XA branch, `Some("xa")` for an XA branch,
+    /// `None` otherwise (EXPLAIN ROUTE).
+    pub fn branch_of(&self, ds: DatasourceId) -> Option<&'static str> {
+        let d = self.xa.as_ref()?;
+        if d.decision == ds {
+            Some("decision")
+        } else if d.branches.contains(&ds) {
+            Some("xa")
+        } else {
+            None
+        }
     }
 
     /// Whether the open transaction is read-only (MariaDB's `SERVER_STATUS_IN_TRANS_READONLY`),
@@ -293,33 +322,96 @@ impl Transaction {
             }
         }
         if !self.held.contains_key(&ds) {
-            // Prepared for the session, so joined to an explicit transaction (`prepare`).
-            let conn = self.fresh(target, wants).await?;
-            self.held.insert(ds, conn);
-            if self.begin.is_some() {
+            // Prepared for the session, so joined to an explicit transaction (`prepare`):
+            // as an XA branch when another datasource holds the transaction already.
+            self.joining = self.xa_branch_for(ds, wants);
+            let conn = self.fresh(target, wants).await;
+            let joining = self.joining.take();
+            self.held.insert(ds, conn?);
+            if self.begin.is_some() || !wants.autocommit {
                 self.joined.push(ds);
             }
+            if let Some((xid, decision)) = joining {
+                self.record_branch(ds, xid, decision, wants);
+            }
         } else {
-            self.join(ds).await?;
+            self.join(ds, wants).await?;
         }
         Ok(self.held.get_mut(&ds).expect("inserted above"))
     }
 
     /// Joins every held connection to the explicit transaction, if one is open (before a
     /// savepoint statement runs on all of them).
-    pub async fn join_held(&mut self) -> Result<(), ProxyError> {
+    pub async fn join_held(&mut self, wants: &Wants<'_>) -> Result<(), ProxyError> {
         let held: Vec<DatasourceId> = self.held.keys().copied().collect();
         for ds in held {
-            self.join(ds).await?;
+            self.join(ds, wants).await?;
         }
         Ok(())
+    }
+
+    /// Whether `ds`, about to join the open (or opening) transaction, joins as an XA
+    /// branch, and with which xid and decision datasource: with `cross_datasource =
+    /// "atomic"`, when the transaction may write (not `READ ONLY`) and another datasource
+    /// holds it already (the first one keeps its plain transaction: the decision branch).
+    fn xa_branch_for(
+        &self,
+        ds: DatasourceId,
+        wants: &Wants<'_>,
+    ) -> Option<(super::xa::Xid, DatasourceId)> {
+        if wants.config.transactions.cross_datasource != crate::config::CrossDatasource::Atomic {
+            return None;
+        }
+        let read_only = self
+            .begin_read_only
+            .or(self.next_characteristics.and_then(|c| c.read_only));
+        if read_only == Some(true) || (self.begin.is_none() && wants.autocommit) {
+            return None;
+        }
+        if let Some(d) = &self.xa {
+            return (d.decision != ds && !d.branches.contains(&ds))
+                .then(|| (d.xid.clone(), d.decision));
+        }
+        let decision = self
+            .held
+            .iter()
+            .find(|(d, c)| **d != ds && (self.joined.contains(d) || c.in_transaction()))
+            .map(|(d, _)| *d)?;
+        let name = &wants.config.datasource(decision).name;
+        Some((wants.coordinator.next_xid(name), decision))
+    }
+
+    /// `ds` joined the transaction as an XA branch of `xid`.
+    fn record_branch(
+        &mut self,
+        ds: DatasourceId,
+        xid: super::xa::Xid,
+        decision: DatasourceId,
+        wants: &Wants<'_>,
+    ) {
+        let d = self.xa.get_or_insert_with(|| super::xa::Distributed {
+            xid,
+            decision,
+            branches: Vec::new(),
+            source: super::xa::DecisionSource::new(
+                wants.coordinator.clone(),
+                wants.config,
+                wants.topology,
+                decision,
+            ),
+        });
+        d.branches.push(ds);
     }
 
     /// Starts the explicit transaction on the connection held for `ds` if it has not joined
     /// yet ([`start_on`], as [`Transaction::prepare`] does for a connection from the pool).
     /// Without this, a session pinned before `BEGIN` ran its statements outside the
     /// transaction and `ROLLBACK` undid nothing.
-    async fn join(&mut self, ds: DatasourceId) -> Result<(), ProxyError> {
+    async fn join(&mut self, ds: DatasourceId, wants: &Wants<'_>) -> Result<(), ProxyError> {
+        if self.begin.is_none() || self.joined.contains(&ds) {
+            return Ok(());
+        }
+        let branch = self.xa_branch_for(ds, wants);
         let Transaction {
             held,
             begin: Some(begin),
@@ -335,12 +427,16 @@ impl Transaction {
             return Ok(());
         }
         let conn = held.get_mut(&ds).expect("held");
-        if let Err(e) = start_on(conn, Some(begin), *next_characteristics, savepoints).await {
+        let xid = branch.as_ref().map(|(xid, _)| xid);
+        if let Err(e) = start_on(conn, Some(begin), *next_characteristics, savepoints, xid).await {
             // Characteristics may be left pending there: not this transaction's.
             conn.mark_broken();
             return Err(e);
         }
         joined.push(ds);
+        if let Some((xid, decision)) = branch {
+            self.record_branch(ds, xid, decision, wants);
+        }
         Ok(())
     }
 
@@ -506,6 +602,7 @@ impl Transaction {
     ) -> bool {
         conn.has_vars(wants.vars)
             && self.begin.is_none()
+            && self.joining.is_none()
             && (self.savepoints.is_empty() || (!self.in_transaction() && wants.autocommit))
             && wants
                 .database(ds)
@@ -536,6 +633,7 @@ impl Transaction {
                 self.begin.as_deref(),
                 self.next_characteristics,
                 &self.savepoints,
+                self.joining.as_ref().map(|(xid, _)| xid),
             )
             .await;
             if let Err(e) = started {
@@ -576,7 +674,7 @@ impl Transaction {
     /// broken connection that held the transaction or pinned state makes the session lost.
     pub fn release_idle(&mut self) {
         let pinned = self.pinned;
-        let explicit = self.begin.is_some();
+        let explicit = self.begin.is_some() || self.xa.is_some();
         if let Some(c) = self
             .held
             .values()
@@ -587,8 +685,11 @@ impl Transaction {
                 c.thread_id()
             ));
         }
+        let xa = self.xa.as_ref();
+        let branch =
+            |ds: &DatasourceId| xa.is_some_and(|d| d.decision == *ds || d.branches.contains(ds));
         self.held
-            .retain(|_, c| !c.is_broken() && (pinned || c.in_transaction()));
+            .retain(|ds, c| !c.is_broken() && (pinned || c.in_transaction() || branch(ds)));
         if !self.in_transaction() {
             self.savepoints.clear();
             self.write_datasource = None;
@@ -599,9 +700,12 @@ impl Transaction {
     /// Checks the write rule for a statement about to write to `ds`: a transaction writes
     /// to one datasource at most.
     pub fn check_write(&self, ds: DatasourceId, config: &Config) -> Result<(), ProxyError> {
+        if config.transactions.cross_datasource == crate::config::CrossDatasource::Atomic {
+            return Ok(());
+        }
         match self.write_datasource {
             Some(w) if w != ds => Err(ProxyError::not_yet(format!(
-                "writes to a second datasource in one transaction: this transaction writes to {} and this statement to {} (atomic cross-datasource writes need XA); the transaction is left as it was",
+                "writes to a second datasource in one transaction with transactions.cross_datasource = \"refuse\": this transaction writes to {} and this statement to {}; the transaction is left as it was",
                 config.datasource(w).name,
                 config.datasource(ds).name
             ))),
@@ -626,7 +730,7 @@ impl Transaction {
     /// transaction's datasource). `clustered`: `ds` has replicas, and the write's GTID is
     /// read once it commits ([`Transaction::settle`]).
     pub fn record_write(&mut self, ds: DatasourceId, clustered: bool) {
-        if self.in_transaction() {
+        if self.in_transaction() && self.write_datasource.is_none() {
             self.write_datasource = Some(ds);
         }
         if clustered {
@@ -646,6 +750,9 @@ impl Transaction {
     /// Read-only datasources go first, the writer last. The first error is returned after
     /// every connection got the statement.
     pub async fn end(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
+        if let Some(d) = self.xa.take() {
+            return self.end_distributed(sql, d).await;
+        }
         let writer = self.write_datasource;
         let mut order: Vec<DatasourceId> = self.held.keys().copied().collect();
         order.sort_by_key(|ds| Some(*ds) == writer);
@@ -671,6 +778,26 @@ impl Transaction {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// [`Transaction::end`] of a transaction with XA branches: `COMMIT` by the atomic
+    /// protocol ([`super::xa::commit`]), `ROLLBACK` on every branch.
+    async fn end_distributed(
+        &mut self,
+        sql: &[u8],
+        d: super::xa::Distributed,
+    ) -> Result<(), ProxyError> {
+        let result = if sql.eq_ignore_ascii_case(b"COMMIT") {
+            super::xa::commit(&mut self.held, &d).await
+        } else {
+            super::xa::rollback(&mut self.held, &d, &[]).await;
+            Ok(())
+        };
+        if self.causal.unsettled() {
+            self.causal.settle(&mut self.held).await;
+        }
+        self.ended();
+        result
+    }
+
     /// The transaction ended on every connection that had it (by `COMMIT`/`ROLLBACK`, or
     /// implicitly: `SET autocommit = 1` from 0 commits it): the bookkeeping follows, and
     /// connections the session need not hold go back to the pool.
@@ -678,6 +805,7 @@ impl Transaction {
         // Committed (or rolled back) where its GTIDs were not read.
         self.causal.ended_unread();
         self.begin = None;
+        self.xa = None;
         self.begin_read_only = None;
         self.statement_only = false;
         self.joined.clear();
@@ -723,7 +851,19 @@ impl Transaction {
     /// or pinned state (a reset that fails or hangs drops the connection instead).
     pub async fn release_all(&mut self) {
         let pinned = self.pinned;
+        if let Some(d) = self.xa.take() {
+            // XA branches roll back when their connection closes (unless prepared: never
+            // left so by a live session); no reset is trusted with them.
+            for ds in std::iter::once(d.decision).chain(d.branches) {
+                if let Some(c) = self.held.get_mut(&ds) {
+                    c.mark_broken();
+                }
+            }
+        }
         for (_, mut conn) in std::mem::take(&mut self.held) {
+            if conn.is_broken() {
+                continue;
+            }
             if pinned || conn.in_transaction() {
                 let reset = tokio::time::timeout(Duration::from_secs(2), conn.reset()).await;
                 if !matches!(reset, Ok(Ok(()))) {
@@ -761,8 +901,17 @@ async fn start_on(
     begin: Option<&[u8]>,
     chars: Option<Characteristics>,
     savepoints: &[String],
+    xa: Option<&super::xa::Xid>,
 ) -> Result<(), ProxyError> {
-    if let Some(begin) = begin {
+    if let Some(xid) = xa {
+        // An XA branch: the characteristics, then `XA START` instead of the `BEGIN` text
+        // (a read-only transaction never gets one).
+        if let Some(chars) = chars {
+            conn.execute(&chars.sql()).await?;
+        }
+        conn.execute(format!("XA START {}", xid.sql()).as_bytes())
+            .await?;
+    } else if let Some(begin) = begin {
         if let Some(chars) = chars {
             conn.execute(&chars.sql()).await?;
         }

@@ -108,8 +108,9 @@ impl<I: IndexTable> Planner<'_, '_, I> {
         }
     }
 
-    /// A plan of these steps; a write must stay on one datasource (until XA), and several
-    /// steps of it run as one backend transaction.
+    /// A plan of these steps. A write on several datasources runs atomically (XA, with
+    /// `transactions.cross_datasource = "atomic"`) or is refused; several steps of a write
+    /// run as one backend transaction.
     pub(super) fn finish_write_or_read(
         self,
         kind: PlanKind,
@@ -117,11 +118,13 @@ impl<I: IndexTable> Planner<'_, '_, I> {
         index_writes: Vec<(u64, ChannelId)>,
         write: bool,
     ) -> Result<Plan, ProxyError> {
-        if write {
+        let refuse =
+            self.config().transactions.cross_datasource == crate::config::CrossDatasource::Refuse;
+        if write && refuse {
             if let Some(first) = steps.first() {
                 if steps.iter().any(|s| s.datasource != first.datasource) {
                     return Err(ProxyError::not_yet(
-                        "a write whose rows lie on more than one datasource (atomic cross-datasource writes need XA); split it by datasource",
+                        "a write whose rows lie on more than one datasource with transactions.cross_datasource = \"refuse\"; split it by datasource",
                     ));
                 }
             }

@@ -106,13 +106,14 @@ fn scatter_write<I: IndexTable>(
         d.dedup();
         d
     };
-    if datasources.len() > 1 {
+    let refuse = config.transactions.cross_datasource == crate::config::CrossDatasource::Refuse;
+    if datasources.len() > 1 && refuse {
         let names: Vec<&str> = datasources
             .iter()
             .map(|d| config.datasource(*d).name.as_str())
             .collect();
         return Err(ProxyError::not_yet(format!(
-            "an UPDATE or DELETE without order ids that reaches shards on several datasources ({}): it could not be atomic (XA comes later); narrow it with a `{} = '...'` predicate",
+            "an UPDATE or DELETE without order ids that reaches shards on several datasources ({}) with transactions.cross_datasource = \"refuse\"; narrow it with a `{} = '...'` predicate",
             names.join(", "),
             config.sharding.channel_column
         )));

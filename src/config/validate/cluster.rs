@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::checker::Checker;
-use crate::config::model::{ConfigError, TopologySettings};
+use crate::config::model::{ConfigError, TopologySettings, Transactions};
 use crate::config::raw::{RawConfig, RawDatasource};
 
 /// A datasource's servers: `address` alone, or `members` (one of the two; each `host:port`,
@@ -88,5 +88,41 @@ pub(super) fn topology(c: &Checker, raw: &RawConfig) -> Result<TopologySettings,
         failover_wait: t.failover_wait,
         max_replica_lag: t.max_replica_lag,
         causal_wait: t.causal_wait,
+    })
+}
+
+/// `[transactions]`: positive durations, a retention well beyond the abandon age (a
+/// decision must outlive every branch that may still ask for it), names MariaDB accepts.
+pub(super) fn transactions(c: &Checker, raw: &RawConfig) -> Result<Transactions, ConfigError> {
+    let t = &raw.transactions;
+    for (key, value) in [
+        ("abandon_age", t.abandon_age),
+        ("resolve_interval", t.resolve_interval),
+    ] {
+        if value.is_zero() {
+            return Err(c.err(None, format!("transactions.{key}: must be more than 0s")));
+        }
+    }
+    if t.decision_retention < t.abandon_age * 10 {
+        return Err(c.err(
+            None,
+            "transactions.decision_retention: must be at least ten times abandon_age (a decision is kept while a branch may still ask for it)",
+        ));
+    }
+    for (key, name) in [
+        ("database", &t.database),
+        ("decision_table", &t.decision_table),
+    ] {
+        if name.is_empty() || name.len() > 64 {
+            return Err(c.err(None, format!("transactions.{key}: 1 to 64 characters")));
+        }
+    }
+    Ok(Transactions {
+        cross_datasource: t.cross_datasource,
+        abandon_age: t.abandon_age,
+        resolve_interval: t.resolve_interval,
+        decision_retention: t.decision_retention,
+        database: t.database.clone(),
+        decision_table: t.decision_table.clone(),
     })
 }

@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::model::*;
 use super::raw::RawConfig;
 use crate::id::IdLayout;
-use cluster::{members, topology};
+use cluster::{members, topology, transactions};
 use sources::{cache, secret};
 
 mod checker;
@@ -86,6 +86,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
             statements: raw.log.statements,
         },
         topology: topology(&c, &raw)?,
+        transactions: transactions(&c, &raw)?,
         overrides: Vec::new(),
     })
 }

@@ -127,6 +127,9 @@ pub enum Command {
     /// `SHOW ROUTEKEY TOPOLOGY`: each member of each datasource: role, state, lag, GTID
     /// position, last probe, reads and writes served (issue 26).
     ShowRouteTopology,
+    /// `SHOW ROUTEKEY TRANSACTIONS`: the XA branches of ours the resolver found prepared
+    /// (issue 27).
+    ShowRouteTransactions,
     /// `SELECT ROUTEKEY_WRITE_TOKEN() [[AS] alias]`: the positions of the session's last
     /// writes, for `/*after='TOKEN'*/` on another connection (issue 26).
     WriteToken {
@@ -769,6 +772,7 @@ fn show(sql: &[u8], tokens: &[Token], words: &[Word], mode: LexMode) -> Command 
         ("routekey", "shards") if tokens.len() == 3 => Command::ShowRouteShards,
         ("routekey", "pools") if tokens.len() == 3 => Command::ShowRoutePools,
         ("routekey", "topology") if tokens.len() == 3 => Command::ShowRouteTopology,
+        ("routekey", "transactions") if tokens.len() == 3 => Command::ShowRouteTransactions,
         ("status", _) => show_session_status(sql, tokens, 2),
         ("session" | "local", "status") => show_session_status(sql, tokens, 3),
         ("tables", _) => show_tables(sql, tokens, 2, false, mode),

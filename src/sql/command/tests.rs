@@ -445,6 +445,10 @@ fn a_system_variable_with_spaces_around_its_scope_dot_is_read_as_mariadb_reads_i
 fn routekey_topology_statements() {
     assert_eq!(cmd("SHOW ROUTEKEY TOPOLOGY"), Command::ShowRouteTopology);
     assert_eq!(
+        cmd("SHOW ROUTEKEY TRANSACTIONS"),
+        Command::ShowRouteTransactions
+    );
+    assert_eq!(
         cmd("SELECT ROUTEKEY_WRITE_TOKEN()"),
         Command::WriteToken {
             column: "ROUTEKEY_WRITE_TOKEN()".into()
