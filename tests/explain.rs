@@ -40,7 +40,7 @@ type Route<'a> = (
 
 impl Ex {
     fn from_row(r: Row) -> Self {
-        assert_eq!(r.len(), 9, "EXPLAIN ROUTE has 9 columns");
+        assert_eq!(r.len(), 10, "EXPLAIN ROUTE has 10 columns");
         Ex {
             order_id: r.get(0).unwrap(),
             layer: r.get(1).unwrap(),
@@ -192,7 +192,8 @@ async fn a_decoded_id_shows_its_shard_and_the_statement_that_shard_runs() {
             "datasource",
             "physical_table",
             "statement",
-            "member"
+            "member",
+            "branch"
         ]
     );
     for (name, ..) in CHANNELS {

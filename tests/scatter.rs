@@ -286,8 +286,8 @@ async fn a_channel_and_a_region_of_another_channel_read_the_rows_they_describe()
 }
 
 #[tokio::test]
-async fn a_scatter_write_in_a_transaction_stays_on_its_datasource_and_rolls_back() {
-    let config = with_user(config(), "bulk", Scatter::Allow, Scatter::Allow);
+async fn with_refuse_a_scatter_write_in_a_transaction_stays_on_its_datasource_and_rolls_back() {
+    let config = with_user(refusing(config()), "bulk", Scatter::Allow, Scatter::Allow);
     let h = Harness::start_with(config).await;
     let mut c = client_as(&h, "bulk").await;
     let user = 910_000_080u64;
@@ -356,8 +356,8 @@ async fn scatter_writes_are_refused_by_default_even_with_an_allow_hint() {
 }
 
 #[tokio::test]
-async fn scatter_writes_run_only_when_their_shards_share_one_datasource() {
-    let config = with_user(config(), "bulk", Scatter::Allow, Scatter::Allow);
+async fn with_refuse_scatter_writes_run_only_when_their_shards_share_one_datasource() {
+    let config = with_user(refusing(config()), "bulk", Scatter::Allow, Scatter::Allow);
     let h = Harness::start_with(config).await;
     let mut c = client_as(&h, "bulk").await;
     let user = 910_000_020u64;

@@ -144,8 +144,8 @@ async fn begin_then_rollback_leaves_nothing_on_any_shard() {
 }
 
 #[tokio::test]
-async fn a_write_to_a_second_datasource_is_refused_and_the_transaction_stays_intact() {
-    let h = Harness::start().await;
+async fn with_refuse_a_write_to_a_second_datasource_is_refused_and_the_transaction_stays_intact() {
+    let h = Harness::start_with(refusing(config())).await;
     let mut c = h.client().await;
     let guard = Cleanup::default();
     let eu = guard.add(fresh_new_id(5)); // ds0

@@ -168,8 +168,8 @@ async fn multi_row_insert_over_shards_of_one_server_is_split_by_shard() {
 }
 
 #[tokio::test]
-async fn writes_spanning_both_servers_are_refused_and_change_nothing() {
-    let h = Harness::start().await;
+async fn with_refuse_writes_spanning_both_servers_are_refused_and_change_nothing() {
+    let h = Harness::start_with(refusing(config())).await;
     let mut c = h.client().await;
     let guard = Cleanup::default();
     let eu = guard.add(fresh_new_id(5));

@@ -101,6 +101,12 @@ impl Session {
             _ => Vec::new(),
         };
         self.txn.causal.set_after(after);
+        let mut planned: Vec<crate::config::DatasourceId> = Vec::new();
+        for step in &plan.steps {
+            if !planned.contains(&step.datasource) {
+                planned.push(step.datasource);
+            }
+        }
         let table: Vec<Vec<Option<Vec<u8>>>> = rows(&plan, &self.rt.config)
             .into_iter()
             .map(|r| {
@@ -108,8 +114,13 @@ impl Session {
                     .datasource
                     .as_deref()
                     .and_then(|name| self.member_for(name, access, statement.hints.read));
+                let branch = r
+                    .datasource
+                    .as_deref()
+                    .and_then(|name| self.branch_for(name, &planned, plan.write));
                 let mut row = cells(r);
                 row.push(member.map(String::into_bytes));
+                row.push(branch.map(|b| b.as_bytes().to_vec()));
                 row
             })
             .collect();
@@ -122,6 +133,42 @@ impl Session {
             None => client.result_set(&columns, &table, ("", ""), status),
             Some(_) => client.binary_result_set(&columns, &table, status),
         }
+    }
+}
+
+impl Session {
+    /// EXPLAIN ROUTE's `branch` for a step on datasource `name` of a plan over `planned`
+    /// (in order; `write`: the plan writes): the transaction branch it would run in.
+    fn branch_for(
+        &self,
+        name: &str,
+        planned: &[crate::config::DatasourceId],
+        write: bool,
+    ) -> Option<&'static str> {
+        let config = &self.rt.config;
+        let at = config.datasources.iter().position(|d| d.name == name)?;
+        let ds = crate::config::DatasourceId(at as u16);
+        if let Some(branch) = self.txn.branch_of(ds) {
+            return Some(branch);
+        }
+        let atomic = config.transactions.cross_datasource == crate::config::CrossDatasource::Atomic;
+        if self.in_transaction() || !self.state.autocommit {
+            let held = self.txn.held_datasources();
+            let first = held.first().or(planned.first());
+            return match first {
+                Some(f) if *f == ds => Some("plain"),
+                _ if atomic => Some("new xa"),
+                _ => None,
+            };
+        }
+        if write && atomic && planned.len() > 1 {
+            return Some(if planned.first() == Some(&ds) {
+                "decision"
+            } else {
+                "new xa"
+            });
+        }
+        None
     }
 }
 

@@ -9,7 +9,7 @@ use super::{Plan, PlanKind};
 use crate::config::Config;
 
 /// The result columns, in order.
-pub const COLUMNS: [&str; 9] = [
+pub const COLUMNS: [&str; 10] = [
     "order_id",
     "layer",
     "decode_failure",
@@ -22,6 +22,12 @@ pub const COLUMNS: [&str; 9] = [
     // fills it in: the member depends on the session and the latest probe); NULL for a
     // datasource of one server.
     "member",
+    // The transaction branch the statement runs in on that datasource (issue 27; the
+    // engine fills it in from the session's transaction): `plain` (the transaction's one
+    // datasource so far), `decision` (its plain transaction once XA branches exist), `xa`
+    // (an XA branch), `new xa` (the statement would start one); NULL outside a transaction
+    // for a statement on one datasource.
+    "branch",
 ];
 
 /// One row of EXPLAIN ROUTE.

@@ -515,13 +515,35 @@ async fn scatter_writes_stay_on_one_datasource_in_one_transaction() {
     let hinted = format!("/*scatter='allow'*/ {sql}");
     let e = plan_only(&r, &hinted).await.unwrap_err();
     assert_eq!(error_code(e), 1235, "{hinted}");
-    // CN_CHANNEL's shards lie on both datasources; all channels even more so.
-    for sql in [
+    // CN_CHANNEL's shards lie on both datasources; all channels even more so: one
+    // atomic plan over both (transactions.cross_datasource = "atomic", the default).
+    let both = [
         "UPDATE t_order SET status = 'X' WHERE channel = 'CN_CHANNEL'",
         "DELETE FROM t_order WHERE user_id = 7",
-        "DELETE FROM t_order WHERE channel = 'EU_CHANNEL' ORDER BY created_at LIMIT 1",
-    ] {
-        let e = plan_with(&r, sql, allow).await.unwrap_err();
+    ];
+    for sql in both {
+        let plan = plan_with(&r, sql, allow).await.unwrap();
+        assert!(
+            plan.write && plan.execution == crate::plan::Execution::Atomic,
+            "{sql}"
+        );
+        let mut datasources: Vec<_> = plan.steps.iter().map(|s| s.datasource.0).collect();
+        datasources.dedup();
+        assert_eq!(datasources, vec![0, 1], "{sql}");
+    }
+    let sql = "DELETE FROM t_order WHERE channel = 'EU_CHANNEL' ORDER BY created_at LIMIT 1";
+    let e = plan_with(&r, sql, allow).await.unwrap_err();
+    assert_eq!(error_code(e), 1235, "{sql}");
+    // With cross_datasource = "refuse" they are refused, naming the setting.
+    let toml = include_str!("../../config/demo.toml").replace(
+        "[sharding]\n",
+        "[transactions]\ncross_datasource = \"refuse\"\n\n[sharding]\n",
+    );
+    let config = Config::from_toml(&toml, "demo.toml").unwrap();
+    let refusing = Router::new(Arc::new(config), MemoryIndex::default());
+    for sql in both {
+        let e = plan_with(&refusing, sql, allow).await.unwrap_err();
+        assert!(e.to_string().contains("cross_datasource"), "{sql}: {e}");
         assert_eq!(error_code(e), 1235, "{sql}");
     }
 }

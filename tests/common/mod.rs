@@ -48,6 +48,13 @@ pub fn config() -> Config {
     config
 }
 
+/// `config` with `transactions.cross_datasource = "refuse"`: a write on a second datasource
+/// in one transaction, or a statement whose rows lie on two, is refused (before issue 27).
+pub fn refusing(mut config: Config) -> Config {
+    config.transactions.cross_datasource = routekey_proxy::config::CrossDatasource::Refuse;
+    config
+}
+
 /// The sandbox folder (`ROUTEKEY_SANDBOX_DIR`, default `.sandbox` in the repository).
 pub fn sandbox_dir() -> String {
     std::env::var("ROUTEKEY_SANDBOX_DIR")

@@ -572,8 +572,8 @@ impl Session {
         let ds = place.datasource;
         let first_use = !l.touched.contains(&ds);
         if first_use && l.in_client_transaction {
-            // A transaction writes to one datasource (until XA): the second one a load
-            // reaches is refused as any write there is.
+            // With transactions.cross_datasource = "refuse" a transaction writes to one
+            // datasource: the second one a load reaches is refused as any write there is.
             self.txn.check_write(ds, &config)?;
         }
         let physical = format!(
@@ -684,7 +684,13 @@ impl Session {
                 self.txn.end(b"ROLLBACK").await.ok();
                 return Ok(());
             }
+            let atomic = self.txn.distributed().is_some();
             let committed = self.txn.end(b"COMMIT").await;
+            if atomic {
+                // Committed on every datasource or on none: the atomic commit's own error
+                // says which (issue 27).
+                return committed;
+            }
             return committed.map_err(|e| {
                 ProxyError::client(
                     crate::error::ER_ERROR_DURING_COMMIT,
