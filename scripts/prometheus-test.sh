@@ -16,7 +16,11 @@
 #   - Prometheus (Debian's prometheus package, installed with apt-get when missing) with its
 #     own data folder, scraping the proxy's admin port every second and evaluating
 #     docker/prometheus/alerts.yml;
-# then runs tests/prometheus/check.py (PyMySQL in the sandbox's virtualenv): a fixed mixed
+# then one transaction across datasources through the proxy (an UPDATE of a ds0 order and of
+# a ds1 order in one BEGIN..COMMIT, every amount as it was at its end), checked on Prometheus:
+# routekey_commits_total{kind="atomic"} up by exactly one, one XA branch prepared, and every
+# expression of the dashboard's "Transactions across datasources" row answering; then runs
+# tests/prometheus/check.py (PyMySQL in the sandbox's virtualenv): a fixed mixed
 # workload, then replica reads, causal waits and faults on ds1 (replication stopped, no
 # primary with a write retried, split brain: each undone before it returns, and by this
 # script's exit if it could not), then every expression of docker/grafana/routekey-proxy.json
@@ -234,6 +238,165 @@ spawn "$WORK/prometheus.log" prometheus --config.file="$WORK/prometheus.yml" \
     --web.console.templates="$WORK" --web.console.libraries="$WORK"
 wait_port "$PROM_PORT" Prometheus "$WORK/prometheus.log"
 log "redis :$REDIS_PORT, proxy :$PROXY_PORT (admin :$ADMIN_PORT), peer :$PEER_PORT, prometheus :$PROM_PORT; logs in $WORK"
+
+# ---- one transaction across datasources ---------------------------------------------------
+# An UPDATE of a ds0 order and of a ds1 order in one BEGIN..COMMIT through the proxy, as
+# check.py runs its statements: ds0 keeps the plain transaction (the decision branch), ds1
+# joins as an XA branch, and COMMIT commits both atomically. Each order gets amount + 1 and
+# then amount - 1 in the transaction: real row changes on both servers (and an XA PREPARE
+# in ds1's binary log), the seed as it was once it commits or rolls back. Before check.py's
+# workload, so its window holds no commit. Then, on Prometheus, between the scrapes that
+# hold the proxy's counters before and after it: routekey_commits_total{kind="atomic"} up
+# by exactly 1, routekey_xa_branches_prepared_total by 1, no atomic commit failure; and
+# every expression of the dashboard's "Transactions across datasources" row, over that
+# window at the later scrape, answers.
+log "one transaction across ds0 and ds1"
+"$VENV/bin/python" - "127.0.0.1:$PROXY_PORT" "127.0.0.1:$ADMIN_PORT" "127.0.0.1:$PROM_PORT" \
+    "$SANDBOX_DIR/seed-summary.json" "$CONFIG" "$REPO/docker/grafana/routekey-proxy.json" <<'PY' \
+    || die "the transaction across datasources is not what Prometheus shows"
+import json, sys, time, tomllib, urllib.parse, urllib.request
+
+import pymysql
+
+proxy, admin, prom, seed_path, config_path, dashboard_path = sys.argv[1:]
+ROW = "Transactions across datasources"
+COUNTERS = ["routekey_commits_total", "routekey_xa_branches_prepared_total",
+            "routekey_atomic_commit_failures_total"]
+
+
+def log(msg):
+    print(f"prometheus-test: {msg}", file=sys.stderr, flush=True)
+
+
+def http(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def metrics():
+    """The proxy's /metrics now: {series: value}."""
+    out = {}
+    for line in http(f"http://{admin}/metrics").splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def query(expr, at=None):
+    params = {"query": expr} | ({"time": f"{at:.3f}"} if at is not None else {})
+    body = json.loads(http(f"http://{prom}/api/v1/query?" + urllib.parse.urlencode(params)))
+    if body.get("status") != "success":
+        sys.exit(f"{expr}: {body}")
+    data = body["data"]
+    if data["resultType"] == "scalar":
+        return [({}, float(data["result"][1]))]
+    return [(s["metric"], float(s["value"][1])) for s in data["result"]]
+
+
+def series(name, **labels):
+    return name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
+
+
+def settle():
+    """The time of the first scrape holding the proxy's transaction counters as they are now."""
+    deadline = time.monotonic() + 60
+    want = {k: v for k, v in metrics().items() if k.split("{")[0] in COUNTERS}
+    while True:
+        latest = query(f'timestamp(up{{job="routekey-proxy",instance="{admin}"}})')
+        if latest:
+            at = latest[0][1]
+            got = {}
+            for key in want:
+                name, _, labels = key.partition("{")
+                r = query(f'{name}{{instance="{admin}"{"," + labels[:-1] if labels else ""}}}', at)
+                got[key] = r[0][1] if r else None
+            if got == want:
+                return at, want
+        if time.monotonic() > deadline:
+            sys.exit(f"no scrape holds the proxy's counters within 60s: want {want}, got {got}")
+        time.sleep(0.3)
+
+
+with open(config_path, "rb") as f:
+    config = tomllib.load(f)
+with open(seed_path) as f:
+    seed = json.load(f)
+sharding = config["sharding"]
+datasource_of = {s: r["datasource"] for r in sharding["shards"] for s in range(r["first"], r["last"] + 1)}
+base = {c["name"]: c["base_shard"] for c in config["channels"]}
+orders = {}  # datasource -> an order id of it
+for channel, ids in seed["channels"].items():
+    order_id = ids["new_format_ids"][140]
+    orders.setdefault(datasource_of[base[channel] + order_id % sharding["shards_per_channel"]], order_id)
+if not {"ds0", "ds1"} <= set(orders):
+    sys.exit(f"no seeded order on both ds0 and ds1: {orders}")
+pair = [orders["ds0"], orders["ds1"]]
+
+before_at, before = settle()
+host, port = proxy.rsplit(":", 1)
+conn = pymysql.connect(host=host, port=int(port), user="app", password="app", database="orders",
+                       autocommit=True, program_name="promtest", connect_timeout=10, read_timeout=30)
+try:
+    with conn.cursor() as c:
+        c.execute(f"SELECT order_id, amount FROM t_order WHERE order_id IN ({pair[0]}, {pair[1]})")
+        amounts = dict(c.fetchall())
+        c.execute("BEGIN")
+        for delta in ("+ 1", "- 1"):
+            for order_id in pair:
+                c.execute(f"UPDATE t_order SET amount = amount {delta} WHERE order_id = {order_id}")
+                if c.rowcount != 1:
+                    sys.exit(f"UPDATE of order {order_id}: {c.rowcount} rows")
+        c.execute("COMMIT")
+        c.execute(f"SELECT order_id, amount FROM t_order WHERE order_id IN ({pair[0]}, {pair[1]})")
+        if dict(c.fetchall()) != amounts or len(amounts) != 2:
+            sys.exit(f"the orders' amounts changed: {amounts}")
+finally:
+    conn.close()
+after_at, after = settle()
+window_ms = round((after_at - before_at) * 1000)
+
+failures = []
+wanted = [(series("routekey_commits_total", kind="atomic"), 1),
+          (series("routekey_xa_branches_prepared_total"), 1),
+          (series("routekey_atomic_commit_failures_total", result="rolled_back"), 0),
+          (series("routekey_atomic_commit_failures_total", result="unknown"), 0)]
+for key, delta in wanted:
+    name, _, labels = key.partition("{")
+    selector = f'{name}{{instance="{admin}"{"," + labels[:-1] if labels else ""}}}'
+    a, b = query(selector, before_at), query(selector, after_at)
+    if not a or not b or b[0][1] - a[0][1] != delta:
+        failures.append(f"{selector}: {a and a[0][1]} -> {b and b[0][1]} on Prometheus, expected +{delta}")
+
+with open(dashboard_path) as f:
+    panels = json.load(f)["panels"]
+start = next((i for i, p in enumerate(panels) if p.get("type") == "row" and p.get("title") == ROW), None)
+if start is None:
+    sys.exit(f"the dashboard has no row {ROW!r}")
+row = []
+for p in panels[start + 1:]:
+    if p.get("type") == "row":
+        break
+    row.append(p)
+exprs = [(f"{p['title']} / {t['refId']}", t["expr"]) for p in row for t in p.get("targets") or []]
+if not exprs:
+    failures.append(f"the row {ROW!r} has no panel")
+for key, expr in exprs:
+    text = (expr.replace("$__rate_interval", f"{window_ms + 1}ms")
+            .replace("$__range", f"{window_ms + 1}ms").replace("$instance", admin))
+    result = query(text, after_at)
+    if not result:
+        failures.append(f"{key}: no data for {text}")
+    else:
+        log(f"  {key}: " + ", ".join(f"{m or ''}={v:g}" for m, v in result))
+if failures:
+    for f in failures:
+        print(f"FAIL  {f}")
+    sys.exit(1)
+log(f"the transaction across datasources: committed atomically (orders {pair[0]} on ds0, "
+    f"{pair[1]} on ds1), seen by Prometheus over {window_ms} ms; {len(exprs)} expressions of the "
+    f"row {ROW!r} answer")
+PY
 
 rc=0
 PROMTEST_PROXY="127.0.0.1:$PROXY_PORT" PROMTEST_ADMIN="127.0.0.1:$ADMIN_PORT" \

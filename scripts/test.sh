@@ -39,6 +39,13 @@ cleanup() {
             ROUTEKEY_DS1_PORT="${ROUTEKEY_TOPOLOGY_DS1_PORT:-33262}" \
             scripts/sandbox.sh down --purge >/dev/null 2>&1 || true
     fi
+    # The sandbox tests/xa/ starts (its servers SIGKILLed and restarted by the tests).
+    if [[ -d "${ROUTEKEY_XA_SANDBOX_DIR:-.sandbox-xa}" ]]; then
+        ROUTEKEY_SANDBOX_DIR="${ROUTEKEY_XA_SANDBOX_DIR:-.sandbox-xa}" \
+            ROUTEKEY_DS0_PORT="${ROUTEKEY_XA_DS0_PORT:-33361}" \
+            ROUTEKEY_DS1_PORT="${ROUTEKEY_XA_DS1_PORT:-33362}" \
+            scripts/sandbox.sh down --purge >/dev/null 2>&1 || true
+    fi
 }
 trap cleanup EXIT
 step "sandbox up"

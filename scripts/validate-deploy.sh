@@ -126,6 +126,11 @@ COUNTERS_GAUGES = {
     "routekey_member_up", "routekey_member_role", "routekey_member_lag_seconds",
     "routekey_split_brain", "routekey_reads_total", "routekey_causal_waits_total",
     "routekey_write_retries_total",
+    # Transactions across datasources (atomic commits, the resolver).
+    "routekey_commits_total", "routekey_atomic_commit_failures_total",
+    "routekey_xa_branches_prepared_total", "routekey_xa_commit_failures_total",
+    "routekey_xa_resolved_total", "routekey_xa_resolver_rounds_total",
+    "routekey_xa_in_doubt", "routekey_xa_in_doubt_oldest_seconds",
 }
 HISTOGRAMS = {
     "routekey_index_lookup_duration_seconds", "routekey_statement_duration_seconds",

@@ -430,6 +430,13 @@ impl Proxy {
             // server (or database) would not exclude the holders of this one.
             fixed.push("[issuance] lease and legacy id settings, the index (meta) datasource");
         }
+        let (a, b) = (&config.transactions, &first.transactions);
+        if a.database != b.database || a.decision_table != b.decision_table {
+            // A resolver reading another table finds no commit record and would roll back
+            // branches this one says to commit (docs/operations.md: change it with no
+            // branch prepared anywhere, on every sidecar at once).
+            fixed.push("transactions.database, transactions.decision_table");
+        }
         if !fixed.is_empty() {
             return Err(format!(
                 "{} cannot change while the proxy runs; restart it to apply",

@@ -177,6 +177,36 @@ async fn autocommit_off_joins_the_second_datasource_as_an_xa_branch() {
     h.stop().await;
 }
 
+#[tokio::test]
+async fn a_consistent_snapshot_transaction_stays_plain_and_writes_on_one_datasource() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let guard = Cleanup::default();
+    let eu = guard.add(fresh_new_id_on(5, 0));
+    let biz = guard.add(fresh_new_id(3));
+    exec(&mut c, &insert_order_sql(eu, "EU_CHANNEL", "t")).await;
+    exec(&mut c, &insert_order_sql(biz, "BIZ_CHANNEL", "t")).await;
+    // XA START takes no snapshot: the snapshot on each datasource needs a plain one.
+    exec(&mut c, "START TRANSACTION WITH CONSISTENT SNAPSHOT").await;
+    exec(&mut c, &transfer(eu, "-1")).await;
+    let (code, _, message) = server_error(try_rows(&mut c, &transfer(biz, "1")).await);
+    assert_eq!(code, 1235, "{message}");
+    assert!(message.contains("CONSISTENT SNAPSHOT"), "{message}");
+    exec(&mut c, "COMMIT").await;
+    assert_eq!(amount("EU_CHANNEL", eu).await.as_deref(), Some("11.34"));
+    assert_eq!(amount("BIZ_CHANNEL", biz).await.as_deref(), Some("12.34"));
+    assert_eq!(
+        h.proxy
+            .coordinator
+            .counters
+            .prepared
+            .load(Ordering::Relaxed),
+        0
+    );
+    drop(guard);
+    h.stop().await;
+}
+
 /// The statements server `ds` logged for the session thread that ran the statement
 /// containing `marker`, from the `BEGIN` before it to the `COMMIT` after it.
 async fn logged_transaction(ds: usize, marker: &str) -> Vec<String> {
@@ -316,7 +346,7 @@ async fn a_deadlock_in_one_branch_rolls_back_every_branch() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let second = code_of(&mut s2, &transfer(x, "1")).await;
-    let (first, mut s1) = first.await.unwrap();
+    let (first, s1) = first.await.unwrap();
     let codes = [first, second];
     assert!(codes.contains(&1213) && codes.contains(&0), "{codes:?}");
     let (mut victim, mut winner, victim_row) = if first == 1213 {

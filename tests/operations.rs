@@ -606,9 +606,11 @@ async fn every_metric_the_dashboard_and_the_docs_use_is_exported() {
                 || name == "routekey_proxy"
                 // `routekey_` and families written `routekey_member_*`.
                 || name.ends_with('_')
-                // The sandbox's ed25519 account and read_only-bound account, not metrics.
+                // The sandbox's ed25519 account, its read_only-bound account and the XA
+                // decision table: not metrics.
                 || name == "routekey_ed25519"
                 || name == "routekey_rw"
+                || name == "routekey_xa_decisions"
             {
                 continue;
             }

@@ -394,6 +394,9 @@ impl Session {
         if snapshot {
             // WITH CONSISTENT SNAPSHOT: every datasource starts its snapshot now, not when
             // the transaction first reads there (a dump sees one moment on each server).
+            // `XA START` takes no snapshot: such a transaction stays plain everywhere, and
+            // its writes on one datasource.
+            self.txn.snapshot_everywhere();
             let all = self.rt.config.datasources.len();
             for ds in 0..all {
                 let ds = crate::config::DatasourceId(ds as u16);

@@ -228,8 +228,18 @@ impl Session {
         };
         plan.write = plan.write || is_write(&s.analysis, s.text.sql, s.text.tokens);
         if plan.write {
-            if let Some(first) = plan.steps.first() {
-                self.txn.check_write(first.datasource, &self.rt.config)?;
+            match &plan.steps[..] {
+                [] => {}
+                [one] => self.txn.check_write(one.datasource, &self.rt.config)?,
+                steps => {
+                    let mut datasources = Vec::new();
+                    for step in steps {
+                        if !datasources.contains(&step.datasource) {
+                            datasources.push(step.datasource);
+                        }
+                    }
+                    self.txn.check_writes(&datasources, &self.rt.config)?;
+                }
             }
         }
         if let Some(c) = &mut plan.combined {

@@ -27,6 +27,8 @@ use crate::topology::Topology;
 pub struct Resolver {
     first_seen: HashMap<(String, Xid), Instant>,
     provisioned: Vec<String>,
+    /// The last error of each datasource whose `XA RECOVER` fails (logged once per error).
+    failing: HashMap<String, String>,
 }
 
 impl Resolver {
@@ -48,13 +50,21 @@ impl Resolver {
             let found = tokio::time::timeout(bound, self.recover(config, topology, id)).await;
             match found {
                 Ok(Ok((conn, xids))) => {
+                    if self.failing.remove(&ds.name).is_some() {
+                        tracing::info!(datasource = %ds.name, "resolver: XA RECOVER answers again");
+                    }
                     listed.extend(xids.into_iter().map(|x| (id, x)));
                     conns.push((id, conn));
                 }
                 Ok(Err(e)) => {
                     answered_all = false;
-                    tracing::debug!(datasource = %ds.name, error = %e, "resolver: XA RECOVER failed");
-                    errors.insert(ds.name.clone(), e.to_string());
+                    let why = e.to_string();
+                    if self.failing.get(&ds.name) != Some(&why) {
+                        tracing::warn!(datasource = %ds.name, error = %why, "resolver: XA RECOVER failed; this datasource's prepared branches are not resolved until it answers");
+                    }
+                    self.failing.insert(ds.name.clone(), why.clone());
+                    errors.insert(ds.name.clone(), why);
+                    continue;
                 }
                 Err(_) => {
                     answered_all = false;
@@ -140,8 +150,14 @@ impl Resolver {
         )
         .await?;
         if !self.provisioned.contains(&ds.name) {
+            // Once per datasource and process. Without CREATE privilege MariaDB refuses
+            // even `IF NOT EXISTS` of a table that exists: a table made by hand serves, and
+            // the branches are still recovered.
             for sql in super::xa::create_statements(config) {
-                conn.execute(sql.as_bytes()).await?;
+                if let Err(e) = conn.execute(sql.as_bytes()).await {
+                    tracing::warn!(datasource = %ds.name, error = %e, "resolver: the decision table could not be created (create it by hand, docs/operations.md, or grant CREATE on its database)");
+                    break;
+                }
             }
             self.provisioned.push(ds.name.clone());
         }
@@ -207,6 +223,12 @@ async fn resolve(
             };
             counter.fetch_add(1, Ordering::Relaxed);
             tracing::info!(xid = %xid, datasource = %config.datasource(id).name, decision = decision.as_str(), "resolver finished an abandoned XA branch");
+            Ok(())
+        }
+        Err(ProxyError::Backend { code, .. }) if code == super::xa::ER_XA_RBROLLBACK => {
+            // A read-only branch: MariaDB drops it once its owner is gone (nothing to
+            // commit); XA RECOVER no longer lists it.
+            tracing::info!(xid = %xid, datasource = %config.datasource(id).name, "resolver: a read-only branch was rolled back by the server (nothing to commit)");
             Ok(())
         }
         Err(ProxyError::Backend { code, .. }) if code == super::xa::ER_XAER_NOTA => Err((

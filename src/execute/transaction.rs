@@ -74,6 +74,9 @@ pub struct Transaction {
     held: LiteMap<DatasourceId, PooledConn>,
     /// The `BEGIN`/`START TRANSACTION` text, replayed on each datasource that joins.
     begin: Option<Vec<u8>>,
+    /// The transaction started `WITH CONSISTENT SNAPSHOT` on every datasource: no XA branch
+    /// (`XA START` takes no snapshot), so its writes stay on one datasource.
+    snapshot: bool,
     /// The XA branch a connection being prepared joins as (its xid and the decision
     /// datasource); set by [`Transaction::connection`] around [`Transaction::fresh`].
     joining: Option<(super::xa::Xid, DatasourceId)>,
@@ -244,11 +247,18 @@ impl Transaction {
     /// mode the text names, if any.
     pub fn begin(&mut self, sql: &[u8], read_only: Option<bool>) {
         self.begin = Some(sql.to_vec());
+        self.snapshot = false;
         self.begin_read_only = read_only;
         self.statement_only = false;
         self.joined.clear();
         // MariaDB's START TRANSACTION releases the table locks (implicit UNLOCK TABLES).
         self.locked.clear();
+    }
+
+    /// The open transaction started `WITH CONSISTENT SNAPSHOT` on every datasource: it
+    /// stays a plain transaction on each, and writes on one datasource at most.
+    pub fn snapshot_everywhere(&mut self) {
+        self.snapshot = true;
     }
 
     /// `SET TRANSACTION ...` for the next transaction only: added to those set before
@@ -359,7 +369,9 @@ impl Transaction {
         ds: DatasourceId,
         wants: &Wants<'_>,
     ) -> Option<(super::xa::Xid, DatasourceId)> {
-        if wants.config.transactions.cross_datasource != crate::config::CrossDatasource::Atomic {
+        if wants.config.transactions.cross_datasource != crate::config::CrossDatasource::Atomic
+            || self.snapshot
+        {
             return None;
         }
         let read_only = self
@@ -700,17 +712,45 @@ impl Transaction {
     /// Checks the write rule for a statement about to write to `ds`: a transaction writes
     /// to one datasource at most.
     pub fn check_write(&self, ds: DatasourceId, config: &Config) -> Result<(), ProxyError> {
-        if config.transactions.cross_datasource == crate::config::CrossDatasource::Atomic {
+        let atomic = config.transactions.cross_datasource == crate::config::CrossDatasource::Atomic;
+        if atomic && !self.snapshot {
             return Ok(());
         }
+        let why = if atomic {
+            "a transaction started WITH CONSISTENT SNAPSHOT (XA START takes no snapshot)"
+        } else {
+            "one transaction with transactions.cross_datasource = \"refuse\""
+        };
         match self.write_datasource {
             Some(w) if w != ds => Err(ProxyError::not_yet(format!(
-                "writes to a second datasource in one transaction with transactions.cross_datasource = \"refuse\": this transaction writes to {} and this statement to {}; the transaction is left as it was",
+                "writes to a second datasource in {why}: this transaction writes to {} and this statement to {}; the transaction is left as it was",
                 config.datasource(w).name,
                 config.datasource(ds).name
             ))),
             _ => Ok(()),
         }
+    }
+
+    /// [`Transaction::check_write`] for a statement writing on `datasources` (several: a
+    /// write that is atomic only where XA branches may start).
+    pub fn check_writes(
+        &self,
+        datasources: &[DatasourceId],
+        config: &Config,
+    ) -> Result<(), ProxyError> {
+        for &ds in datasources {
+            self.check_write(ds, config)?;
+        }
+        if let [first, second, ..] = datasources {
+            if self.snapshot && self.in_transaction() {
+                return Err(ProxyError::not_yet(format!(
+                    "a write on datasources {} and {} in a transaction started WITH CONSISTENT SNAPSHOT (XA START takes no snapshot, so it cannot be atomic); the transaction is left as it was",
+                    config.datasource(*first).name,
+                    config.datasource(*second).name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Whether the open transaction changed a row (MariaDB's read-write transaction: a
@@ -806,6 +846,7 @@ impl Transaction {
         self.causal.ended_unread();
         self.begin = None;
         self.xa = None;
+        self.snapshot = false;
         self.begin_read_only = None;
         self.statement_only = false;
         self.joined.clear();

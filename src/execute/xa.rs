@@ -439,6 +439,10 @@ pub async fn commit(
     let mut prepared: Vec<DatasourceId> = Vec::with_capacity(d.branches.len());
     for &ds in &d.branches {
         let Some(conn) = held.get_mut(&ds) else {
+            coordinator
+                .counters
+                .atomic_rolled_back
+                .fetch_add(1, Ordering::Relaxed);
             rollback(held, d, &prepared).await;
             return Err(lost_branch(d, ds));
         };
