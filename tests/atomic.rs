@@ -131,6 +131,30 @@ async fn a_transfer_across_datasources_commits_on_both_or_on_neither() {
             .contains("routekey_commits_total{kind=\"atomic\"} 2")
     );
 
+    // Prepared statements (binary protocol) join the same branches.
+    exec(&mut c, "BEGIN").await;
+    let update = "UPDATE t_order SET amount = amount + ? WHERE order_id = ?";
+    c.exec_drop(update, (-3, biz)).await.unwrap();
+    c.exec_drop(update, (3, eu)).await.unwrap();
+    exec(&mut c, "COMMIT").await;
+    assert_eq!(amount("EU_CHANNEL", eu).await.as_deref(), Some("7.34"));
+    assert_eq!(amount("BIZ_CHANNEL", biz).await.as_deref(), Some("17.34"));
+    let decided = decisions_of(&h, 0).await.len() + decisions_of(&h, 1).await.len();
+    assert_eq!(decided, 3);
+
+    // A savepoint spans both branches: ROLLBACK TO undoes the XA branch's write, the
+    // commit keeps the decision branch's.
+    exec(&mut c, "BEGIN").await;
+    exec(&mut c, &transfer(eu, "-1")).await;
+    exec(&mut c, "SAVEPOINT s1").await;
+    exec(&mut c, &transfer(biz, "1")).await;
+    exec(&mut c, &transfer(eu, "-1")).await;
+    exec(&mut c, "ROLLBACK TO SAVEPOINT s1").await;
+    exec(&mut c, "COMMIT").await;
+    assert_eq!(amount("EU_CHANNEL", eu).await.as_deref(), Some("6.34"));
+    assert_eq!(amount("BIZ_CHANNEL", biz).await.as_deref(), Some("17.34"));
+    assert_eq!(counters.commits_atomic.load(Ordering::Relaxed), 4);
+
     // A READ ONLY transaction never starts an XA branch.
     exec(&mut c, "START TRANSACTION READ ONLY").await;
     rows(
@@ -144,7 +168,7 @@ async fn a_transfer_across_datasources_commits_on_both_or_on_neither() {
     )
     .await;
     exec(&mut c, "COMMIT").await;
-    assert_eq!(counters.prepared.load(Ordering::Relaxed), 2);
+    assert_eq!(counters.prepared.load(Ordering::Relaxed), 4);
     drop(guard);
     h.stop().await;
 }
