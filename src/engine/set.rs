@@ -264,6 +264,22 @@ impl Session {
             // Applies to the next transaction only (`super::characteristics`).
             return self.set_next_characteristics(client, sql, lexed, more);
         }
+        if self.txn.distributed().is_some()
+            && items.contains(&SetItem::SessionVar("autocommit".to_owned()))
+        {
+            // MariaDB commits the open transaction when autocommit turns on: here that is
+            // an atomic commit, before the SET reaches any branch (on the decision branch
+            // it would commit that datasource alone; an XA branch refuses it).
+            match autocommit_value(sql, &lexed.tokens) {
+                Some(true) if !self.state.autocommit => self.txn.end(b"COMMIT").await?,
+                Some(_) => {}
+                None => {
+                    return Err(ProxyError::not_yet(
+                        "SET autocommit to an expression in a transaction across datasources (write 1, 0, ON or OFF, or COMMIT first)",
+                    ));
+                }
+            }
+        }
         // Forms whose effect cannot be read back (SET ROLE, SET PASSWORD, SET TRANSACTION
         // inside a transaction) run on every held connection and pin the session.
         let opaque = items
@@ -500,5 +516,59 @@ impl Session {
         }
         self.state.database = Some(database.to_owned());
         Ok(())
+    }
+}
+
+/// The value `SET ... autocommit = v` gives when `v` is a literal: 1, ON, TRUE, DEFAULT
+/// (on), 0, OFF, FALSE (off), bare or quoted; `None` for anything else (an expression).
+fn autocommit_value(sql: &[u8], tokens: &[crate::sql::lexer::Token]) -> Option<bool> {
+    let at = tokens.iter().position(|t| {
+        let name = t.bytes(sql).to_ascii_lowercase();
+        let name = name.strip_prefix(b"@@").unwrap_or(&name);
+        let name = name
+            .strip_prefix(b"session.")
+            .or_else(|| name.strip_prefix(b"local."))
+            .unwrap_or(name);
+        name == b"autocommit"
+    })?;
+    let assign = tokens.get(at + 1)?;
+    if !(assign.is_punct(sql, "=") || assign.is_punct(sql, ":=")) {
+        return None;
+    }
+    let value = tokens.get(at + 2)?;
+    if let Some(next) = tokens.get(at + 3) {
+        if !next.is_punct(sql, ",") && !next.is_punct(sql, ";") {
+            return None;
+        }
+    }
+    let text = String::from_utf8_lossy(value.bytes(sql)).to_ascii_lowercase();
+    match text.trim_matches(['\'', '"']) {
+        "1" | "on" | "true" | "default" => Some(true),
+        "0" | "off" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod autocommit_tests {
+    use super::autocommit_value;
+    use crate::sql::lexer::{LexMode, lex};
+
+    #[test]
+    fn literal_autocommit_values_are_read_and_expressions_are_not() {
+        let value = |sql: &str| {
+            autocommit_value(
+                sql.as_bytes(),
+                &lex(sql.as_bytes(), LexMode::default()).tokens,
+            )
+        };
+        assert_eq!(value("SET autocommit = 1"), Some(true));
+        assert_eq!(value("SET autocommit=ON"), Some(true));
+        assert_eq!(value("set @@autocommit := 'on'"), Some(true));
+        assert_eq!(value("SET SESSION autocommit = DEFAULT"), Some(true));
+        assert_eq!(value("SET @@session.autocommit = 0, @x = 1"), Some(false));
+        assert_eq!(value("SET autocommit = false"), Some(false));
+        assert_eq!(value("SET autocommit = 1 - 1"), None);
+        assert_eq!(value("SET autocommit = @v"), None);
     }
 }
