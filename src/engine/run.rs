@@ -304,7 +304,7 @@ impl Session {
 
     /// A write on several datasources with autocommit on: a transaction the proxy opens
     /// (not shown to the client) whose first datasource is the decision branch and the
-    /// others XA branches, committed atomically ([`crate::execute::xa::commit`]) when every
+    /// others XA branches, committed atomically ([`crate::execute::commit::commit`]) when every
     /// step ran, rolled back on every datasource otherwise.
     async fn run_atomic_across(
         &mut self,
@@ -453,10 +453,12 @@ impl Session {
             }
         };
         if plan.write {
-            let mut recorded = Vec::with_capacity(1);
-            for step in &plan.steps {
-                if !recorded.contains(&step.datasource) {
-                    recorded.push(step.datasource);
+            // Each datasource once (a write's steps are few: no set is built).
+            for (i, step) in plan.steps.iter().enumerate() {
+                if plan.steps[..i]
+                    .iter()
+                    .all(|s| s.datasource != step.datasource)
+                {
                     self.record_write(step.datasource);
                 }
             }

@@ -10,7 +10,9 @@
 //! - [`effects`]: what a plan changes besides its statements: route counters and cache
 //!   fills, index rows written before an insert.
 
+pub mod branches;
 pub mod causal;
+pub mod commit;
 pub mod control;
 pub mod effects;
 pub mod members;

@@ -17,7 +17,6 @@ use super::target::{Access, Target};
 use crate::backend::{BackendConn, PooledConn, Pools, vars::SessionVars};
 use crate::config::{Config, DatasourceId, Reads};
 use crate::error::ProxyError;
-use crate::rewrite::quote_ident;
 use crate::sql::characteristics::Characteristics;
 use crate::topology::gtid::GtidSet;
 use crate::topology::{Cluster, ReplicaChoice, Topology};
@@ -74,9 +73,6 @@ pub struct Transaction {
     held: LiteMap<DatasourceId, PooledConn>,
     /// The `BEGIN`/`START TRANSACTION` text, replayed on each datasource that joins.
     begin: Option<Vec<u8>>,
-    /// The transaction started `WITH CONSISTENT SNAPSHOT` on every datasource: no XA branch
-    /// (`XA START` takes no snapshot), so its writes stay on one datasource.
-    snapshot: bool,
     /// The XA branch a connection being prepared joins as (its xid and the decision
     /// datasource); set by [`Transaction::connection`] around [`Transaction::fresh`].
     joining: Option<(super::xa::Xid, DatasourceId)>,
@@ -98,9 +94,9 @@ pub struct Transaction {
     /// The datasource this transaction first wrote to (with `cross_datasource = "refuse"`
     /// the only one).
     write_datasource: Option<DatasourceId>,
-    /// The transaction's XA branches, once a second datasource joined it
-    /// (`cross_datasource = "atomic"`).
-    xa: Option<super::xa::Distributed>,
+    /// Its XA branches, once a second datasource joined it (`cross_datasource =
+    /// "atomic"`), and whether it may start them.
+    branches: super::branches::Branches,
     /// A statement of this transaction changed rows ([`Transaction::changed_rows`]).
     changed_rows: bool,
     /// State the proxy cannot carry was created: connections stay held until the end.
@@ -125,26 +121,20 @@ impl Transaction {
     /// In a transaction as MySQL would report it: after BEGIN, or while a held connection
     /// has one open (autocommit off starts one with the first statement).
     pub fn in_transaction(&self) -> bool {
-        self.begin.is_some() || self.xa.is_some() || self.held.values().any(|c| c.in_transaction())
+        self.begin.is_some()
+            || self.branches.distributed().is_some()
+            || self.held.values().any(|c| c.in_transaction())
     }
 
     /// The transaction has XA branches: its `COMMIT` is atomic across datasources.
     pub fn distributed(&self) -> Option<&super::xa::Distributed> {
-        self.xa.as_ref()
+        self.branches.distributed()
     }
 
-    /// The datasource `ds` is the open transaction's: `Some("decision")` for its plain
-    /// transaction once another joined as an XA branch, `Some("xa")` for an XA branch,
-    /// `None` otherwise (EXPLAIN ROUTE).
+    /// The branch `ds` holds in the open transaction
+    /// ([`super::branches::Branches::branch_of`]).
     pub fn branch_of(&self, ds: DatasourceId) -> Option<&'static str> {
-        let d = self.xa.as_ref()?;
-        if d.decision == ds {
-            Some("decision")
-        } else if d.branches.contains(&ds) {
-            Some("xa")
-        } else {
-            None
-        }
+        self.branches.branch_of(ds)
     }
 
     /// Whether the open transaction is read-only (MariaDB's `SERVER_STATUS_IN_TRANS_READONLY`),
@@ -247,7 +237,7 @@ impl Transaction {
     /// mode the text names, if any.
     pub fn begin(&mut self, sql: &[u8], read_only: Option<bool>) {
         self.begin = Some(sql.to_vec());
-        self.snapshot = false;
+        self.branches.clear();
         self.begin_read_only = read_only;
         self.statement_only = false;
         self.joined.clear();
@@ -258,7 +248,7 @@ impl Transaction {
     /// The open transaction started `WITH CONSISTENT SNAPSHOT` on every datasource: it
     /// stays a plain transaction on each, and writes on one datasource at most.
     pub fn snapshot_everywhere(&mut self) {
-        self.snapshot = true;
+        self.branches.snapshot_everywhere();
     }
 
     /// `SET TRANSACTION ...` for the next transaction only: added to those set before
@@ -341,8 +331,8 @@ impl Transaction {
             if self.begin.is_some() || !wants.autocommit {
                 self.joined.push(ds);
             }
-            if let Some((xid, decision)) = joining {
-                self.record_branch(ds, xid, decision, wants);
+            if let Some(branch) = joining {
+                self.record_branch(ds, branch, wants);
             }
         } else {
             self.join(ds, wants).await?;
@@ -369,9 +359,7 @@ impl Transaction {
         ds: DatasourceId,
         wants: &Wants<'_>,
     ) -> Option<(super::xa::Xid, DatasourceId)> {
-        if wants.config.transactions.cross_datasource != crate::config::CrossDatasource::Atomic
-            || self.snapshot
-        {
+        if !self.branches.may_branch(wants.config) {
             return None;
         }
         let read_only = self
@@ -380,39 +368,25 @@ impl Transaction {
         if read_only == Some(true) || (self.begin.is_none() && wants.autocommit) {
             return None;
         }
-        if let Some(d) = &self.xa {
-            return (d.decision != ds && !d.branches.contains(&ds))
-                .then(|| (d.xid.clone(), d.decision));
-        }
-        let decision = self
-            .held
-            .iter()
-            .find(|(d, c)| **d != ds && (self.joined.contains(d) || c.in_transaction()))
-            .map(|(d, _)| *d)?;
-        let name = &wants.config.datasource(decision).name;
-        Some((wants.coordinator.next_xid(name), decision))
+        let other = || {
+            self.held
+                .iter()
+                .find(|(d, c)| **d != ds && (self.joined.contains(d) || c.in_transaction()))
+                .map(|(d, _)| *d)
+        };
+        self.branches
+            .branch_for(ds, other, wants.config, wants.coordinator)
     }
 
-    /// `ds` joined the transaction as an XA branch of `xid`.
+    /// `ds` joined the transaction as an XA branch.
     fn record_branch(
         &mut self,
         ds: DatasourceId,
-        xid: super::xa::Xid,
-        decision: DatasourceId,
+        branch: (super::xa::Xid, DatasourceId),
         wants: &Wants<'_>,
     ) {
-        let d = self.xa.get_or_insert_with(|| super::xa::Distributed {
-            xid,
-            decision,
-            branches: Vec::new(),
-            source: super::xa::DecisionSource::new(
-                wants.coordinator.clone(),
-                wants.config,
-                wants.topology,
-                decision,
-            ),
-        });
-        d.branches.push(ds);
+        self.branches
+            .record(ds, branch, wants.coordinator, wants.config, wants.topology);
     }
 
     /// Starts the explicit transaction on the connection held for `ds` if it has not joined
@@ -440,14 +414,17 @@ impl Transaction {
         }
         let conn = held.get_mut(&ds).expect("held");
         let xid = branch.as_ref().map(|(xid, _)| xid);
-        if let Err(e) = start_on(conn, Some(begin), *next_characteristics, savepoints, xid).await {
+        if let Err(e) =
+            super::branches::start_on(conn, Some(begin), *next_characteristics, savepoints, xid)
+                .await
+        {
             // Characteristics may be left pending there: not this transaction's.
             conn.mark_broken();
             return Err(e);
         }
         joined.push(ds);
-        if let Some((xid, decision)) = branch {
-            self.record_branch(ds, xid, decision, wants);
+        if let Some(branch) = branch {
+            self.record_branch(ds, branch, wants);
         }
         Ok(())
     }
@@ -528,21 +505,8 @@ impl Transaction {
                 return None;
             }
         };
-        if behind {
-            let wait = cluster.settings.causal_wait.as_secs_f64();
-            let sql = format!("SELECT MASTER_GTID_WAIT('{required}', {wait:.3})");
-            let caught_up = matches!(
-                conn.query_rows(sql.as_bytes()).await,
-                Ok((_, rows)) if rows.first().and_then(|r| r.first()).is_some_and(|v| v.as_deref() == Some(b"0"))
-            );
-            if !caught_up {
-                cluster
-                    .counters
-                    .causal_timed_out
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                return None;
-            }
-            cluster.caught_up(member, required);
+        if behind && !super::members::wait_for(&mut conn, cluster, member, required).await {
+            return None;
         }
         self.causal.replica_taken();
         Some(conn)
@@ -564,7 +528,13 @@ impl Transaction {
         };
         let mut dead = 0;
         loop {
-            let mut conn = checkout(ds, member, wants).await?;
+            let mut conn = super::members::checkout(
+                wants.pools,
+                wants.session,
+                (ds, member),
+                wants.found_rows,
+            )
+            .await?;
             if !conn.still_alive(IDLE_PROBE_AFTER) {
                 conn.mark_broken();
                 dead += 1;
@@ -640,7 +610,7 @@ impl Transaction {
             }
         }
         if self.in_transaction() || !wants.autocommit {
-            let started = start_on(
+            let started = super::branches::start_on(
                 conn,
                 self.begin.as_deref(),
                 self.next_characteristics,
@@ -686,7 +656,7 @@ impl Transaction {
     /// broken connection that held the transaction or pinned state makes the session lost.
     pub fn release_idle(&mut self) {
         let pinned = self.pinned;
-        let explicit = self.begin.is_some() || self.xa.is_some();
+        let explicit = self.begin.is_some() || self.branches.distributed().is_some();
         if let Some(c) = self
             .held
             .values()
@@ -697,11 +667,10 @@ impl Transaction {
                 c.thread_id()
             ));
         }
-        let xa = self.xa.as_ref();
-        let branch =
-            |ds: &DatasourceId| xa.is_some_and(|d| d.decision == *ds || d.branches.contains(ds));
-        self.held
-            .retain(|ds, c| !c.is_broken() && (pinned || c.in_transaction() || branch(ds)));
+        let branches = &self.branches;
+        self.held.retain(|ds, c| {
+            !c.is_broken() && (pinned || c.in_transaction() || branches.includes(*ds))
+        });
         if !self.in_transaction() {
             self.savepoints.clear();
             self.write_datasource = None;
@@ -709,48 +678,27 @@ impl Transaction {
         }
     }
 
-    /// Checks the write rule for a statement about to write to `ds`: a transaction writes
-    /// to one datasource at most.
+    /// Checks the write rule for a statement about to write to `ds` (a transaction that
+    /// cannot be atomic writes to one datasource at most).
+    ///
+    /// # Errors
+    /// 1235 naming both datasources ([`super::branches::Branches::check_write`]).
     pub fn check_write(&self, ds: DatasourceId, config: &Config) -> Result<(), ProxyError> {
-        let atomic = config.transactions.cross_datasource == crate::config::CrossDatasource::Atomic;
-        if atomic && !self.snapshot {
-            return Ok(());
-        }
-        let why = if atomic {
-            "a transaction started WITH CONSISTENT SNAPSHOT (XA START takes no snapshot)"
-        } else {
-            "one transaction with transactions.cross_datasource = \"refuse\""
-        };
-        match self.write_datasource {
-            Some(w) if w != ds => Err(ProxyError::not_yet(format!(
-                "writes to a second datasource in {why}: this transaction writes to {} and this statement to {}; the transaction is left as it was",
-                config.datasource(w).name,
-                config.datasource(ds).name
-            ))),
-            _ => Ok(()),
-        }
+        self.branches.check_write(self.write_datasource, ds, config)
     }
 
-    /// [`Transaction::check_write`] for a statement writing on `datasources` (several: a
-    /// write that is atomic only where XA branches may start).
+    /// [`Transaction::check_write`] for a statement writing on `datasources`.
+    ///
+    /// # Errors
+    /// 1235 ([`super::branches::Branches::check_writes`]).
     pub fn check_writes(
         &self,
         datasources: &[DatasourceId],
         config: &Config,
     ) -> Result<(), ProxyError> {
-        for &ds in datasources {
-            self.check_write(ds, config)?;
-        }
-        if let [first, second, ..] = datasources {
-            if self.snapshot && self.in_transaction() {
-                return Err(ProxyError::not_yet(format!(
-                    "a write on datasources {} and {} in a transaction started WITH CONSISTENT SNAPSHOT (XA START takes no snapshot, so it cannot be atomic); the transaction is left as it was",
-                    config.datasource(*first).name,
-                    config.datasource(*second).name
-                )));
-            }
-        }
-        Ok(())
+        let open = self.in_transaction();
+        self.branches
+            .check_writes(self.write_datasource, open, datasources, config)
     }
 
     /// Whether the open transaction changed a row (MariaDB's read-write transaction: a
@@ -790,7 +738,7 @@ impl Transaction {
     /// Read-only datasources go first, the writer last. The first error is returned after
     /// every connection got the statement.
     pub async fn end(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
-        if let Some(d) = self.xa.take() {
+        if let Some(d) = self.branches.take() {
             return self.end_distributed(sql, d).await;
         }
         let writer = self.write_datasource;
@@ -819,16 +767,16 @@ impl Transaction {
     }
 
     /// [`Transaction::end`] of a transaction with XA branches: `COMMIT` by the atomic
-    /// protocol ([`super::xa::commit`]), `ROLLBACK` on every branch.
+    /// protocol ([`super::commit::commit`]), `ROLLBACK` on every branch.
     async fn end_distributed(
         &mut self,
         sql: &[u8],
         d: super::xa::Distributed,
     ) -> Result<(), ProxyError> {
         let result = if sql.eq_ignore_ascii_case(b"COMMIT") {
-            super::xa::commit(&mut self.held, &d).await
+            super::commit::commit(&mut self.held, &d).await
         } else {
-            super::xa::rollback(&mut self.held, &d, &[]).await;
+            super::commit::rollback(&mut self.held, &d, &[]).await;
             Ok(())
         };
         if self.causal.unsettled() {
@@ -845,8 +793,7 @@ impl Transaction {
         // Committed (or rolled back) where its GTIDs were not read.
         self.causal.ended_unread();
         self.begin = None;
-        self.xa = None;
-        self.snapshot = false;
+        self.branches.clear();
         self.begin_read_only = None;
         self.statement_only = false;
         self.joined.clear();
@@ -892,7 +839,7 @@ impl Transaction {
     /// or pinned state (a reset that fails or hangs drops the connection instead).
     pub async fn release_all(&mut self) {
         let pinned = self.pinned;
-        if let Some(d) = self.xa.take() {
+        if let Some(d) = self.branches.take() {
             // XA branches roll back when their connection closes (unless prepared: never
             // left so by a live session); no reset is trusted with them.
             for ds in std::iter::once(d.decision).chain(d.branches) {
@@ -917,50 +864,4 @@ impl Transaction {
         *self = Transaction::default();
         self.causal = causal;
     }
-}
-
-/// A connection from the pool of `member` of `ds`, or 1317 when the session's statement is
-/// killed while it waits for one (a pool exhausted by other sessions, a server slow to
-/// accept).
-async fn checkout(
-    ds: DatasourceId,
-    member: usize,
-    wants: &Wants<'_>,
-) -> Result<PooledConn, ProxyError> {
-    if wants.session.is_some_and(|s| s.query_killed()) {
-        return Err(ProxyError::interrupted());
-    }
-    let get = wants.pools.get(ds, member, wants.found_rows);
-    super::members::killable(wants.session, get).await
-}
-
-/// Brings `conn` into a session's transaction: the `SET TRANSACTION` characteristics
-/// (`chars`) and the `BEGIN` text of an explicit one, then the savepoints set so far (also
-/// for the implicit transaction of autocommit off).
-async fn start_on(
-    conn: &mut BackendConn,
-    begin: Option<&[u8]>,
-    chars: Option<Characteristics>,
-    savepoints: &[String],
-    xa: Option<&super::xa::Xid>,
-) -> Result<(), ProxyError> {
-    if let Some(xid) = xa {
-        // An XA branch: the characteristics, then `XA START` instead of the `BEGIN` text
-        // (a read-only transaction never gets one).
-        if let Some(chars) = chars {
-            conn.execute(&chars.sql()).await?;
-        }
-        conn.execute(format!("XA START {}", xid.sql()).as_bytes())
-            .await?;
-    } else if let Some(begin) = begin {
-        if let Some(chars) = chars {
-            conn.execute(&chars.sql()).await?;
-        }
-        conn.execute(begin).await?;
-    }
-    for savepoint in savepoints {
-        let sql = format!("SAVEPOINT {}", quote_ident(savepoint));
-        conn.execute(sql.as_bytes()).await?;
-    }
-    Ok(())
 }
