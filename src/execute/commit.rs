@@ -44,9 +44,10 @@ pub async fn commit(
             rollback(held, d, &prepared).await;
             return Err(lost_branch(d, ds));
         };
-        let end = conn.execute(format!("XA END {xid}").as_bytes()).await;
+        let bound = d.source.step_bound;
+        let end = step(conn, format!("XA END {xid}").as_bytes(), bound).await;
         let prepare = match end {
-            Ok(_) => conn.execute(format!("XA PREPARE {xid}").as_bytes()).await,
+            Ok(_) => step(conn, format!("XA PREPARE {xid}").as_bytes(), bound).await,
             Err(e) => Err(e),
         };
         if let Err(e) = prepare {
@@ -122,7 +123,13 @@ pub async fn commit(
         let Some(conn) = held.get_mut(&ds) else {
             continue;
         };
-        if let Err(e) = conn.execute(format!("XA COMMIT {xid}").as_bytes()).await {
+        let committed = step(
+            conn,
+            format!("XA COMMIT {xid}").as_bytes(),
+            d.source.step_bound,
+        )
+        .await;
+        if let Err(e) = committed {
             tracing::warn!(xid = %d.xid, datasource = ds.0, error = %e, "XA COMMIT after the decision failed; a resolver finishes the branch");
             coordinator
                 .counters
@@ -171,13 +178,14 @@ async fn decide(
         d.xid.gtrid_literal(),
         d.source.coordinator.sidecar()
     );
-    let mut inserted = conn.execute(insert.as_bytes()).await;
+    let bound = d.source.step_bound;
+    let mut inserted = step(conn, insert.as_bytes(), bound).await;
     if matches!(inserted, Err(ProxyError::Backend { code, .. }) if code == crate::error::ER_NO_SUCH_TABLE)
     {
         if let Err(e) = create_table(d).await {
             return Err(Undecided::RolledBack(e));
         }
-        inserted = conn.execute(insert.as_bytes()).await;
+        inserted = step(conn, insert.as_bytes(), bound).await;
     }
     match inserted {
         Ok(_) => {}
@@ -196,12 +204,33 @@ async fn decide(
         }
         Err(e) => return Err(Undecided::RolledBack(e)),
     }
-    match conn.execute(b"COMMIT").await {
+    match step(conn, b"COMMIT", bound).await {
         Ok(_) => Ok(()),
         Err(e @ ProxyError::Backend { .. }) => Err(Undecided::RolledBack(e)),
         Err(e) => {
             conn.mark_broken();
             Err(Undecided::Lost(e.to_string()))
+        }
+    }
+}
+
+/// One statement of the protocol on a branch's connection, within `bound` (half
+/// `transactions.abandon_age`: a coordinator that has not decided by then gives way to the
+/// resolvers). A statement that runs over closes its connection (what the server did with
+/// it is unknown; a branch it leaves prepared is the resolvers').
+async fn step(
+    conn: &mut crate::backend::BackendConn,
+    sql: &[u8],
+    bound: std::time::Duration,
+) -> Result<crate::protocol::packets::OkInfo, ProxyError> {
+    match tokio::time::timeout(bound, conn.execute(sql)).await {
+        Ok(done) => done,
+        Err(_) => {
+            conn.mark_broken();
+            Err(ProxyError::Io(format!(
+                "no answer within {bound:?} to {}",
+                String::from_utf8_lossy(&sql[..sql.len().min(40)])
+            )))
         }
     }
 }
@@ -259,8 +288,10 @@ pub async fn rollback(
     prepared: &[DatasourceId],
 ) {
     let xid = d.xid.sql();
+    let bound = d.source.step_bound;
     if let Some(conn) = held.get_mut(&d.decision) {
-        if conn.execute(b"ROLLBACK").await.is_err() {
+        // A connection that failed is dropped: the server rolls its transaction back.
+        if !conn.is_broken() && step(conn, b"ROLLBACK", bound).await.is_err() {
             conn.mark_broken();
         }
     }
@@ -274,9 +305,12 @@ pub async fn rollback(
         if !prepared.contains(ds) {
             // Already idle (XA END ran) or rolled back by the server (a deadlock): the
             // error says which, the XA ROLLBACK below decides.
-            let _ = conn.execute(format!("XA END {xid}").as_bytes()).await;
+            let _ = step(conn, format!("XA END {xid}").as_bytes(), bound).await;
         }
-        match conn.execute(format!("XA ROLLBACK {xid}").as_bytes()).await {
+        if conn.is_broken() {
+            continue;
+        }
+        match step(conn, format!("XA ROLLBACK {xid}").as_bytes(), bound).await {
             Ok(_) => {}
             Err(ProxyError::Backend { code, .. }) if code == ER_XAER_NOTA => {}
             Err(e) => {

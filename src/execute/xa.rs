@@ -276,6 +276,9 @@ pub struct DecisionSource {
     pub table: String,
     /// Its creation ([`create_statements`]).
     pub create: [String; 2],
+    /// The bound on each statement of the commit protocol: half
+    /// `transactions.abandon_age`.
+    pub step_bound: std::time::Duration,
     /// The largest packet.
     pub max_packet: usize,
 }
@@ -294,6 +297,7 @@ impl DecisionSource {
             cluster: topology.cluster(ds).cloned(),
             table: config.transactions.decision_table_sql(),
             create: create_statements(config),
+            step_bound: config.transactions.abandon_age / 2,
             max_packet: config.server.max_packet_size,
         }
     }
