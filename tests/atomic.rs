@@ -525,3 +525,83 @@ async fn a_scatter_write_across_both_datasources_is_all_or_nothing() {
     drop(guard);
     h.stop().await;
 }
+
+/// Shapes an attack on the feature found half-applied or refused, each now atomic.
+#[tokio::test]
+async fn implicit_commits_pinned_sessions_and_odd_sessions_stay_atomic() {
+    let h = Harness::start().await;
+    let mut c = h.client().await;
+    let guard = Cleanup::default();
+    let eu = guard.add(fresh_new_id_on(5, 0));
+    let biz = guard.add(fresh_new_id(3));
+    exec(&mut c, &insert_order_sql(eu, "EU_CHANNEL", "t")).await;
+    exec(&mut c, &insert_order_sql(biz, "BIZ_CHANNEL", "t")).await;
+    let counters = &h.proxy.coordinator.counters;
+
+    // A statement MariaDB commits before (here ANALYZE TABLE of an unsharded table, which
+    // runs on ds0 only) commits both branches first; the ROLLBACK after it has nothing.
+    exec(&mut c, "BEGIN").await;
+    exec(&mut c, &transfer(eu, "-1")).await;
+    exec(&mut c, &transfer(biz, "1")).await;
+    exec(&mut c, "ANALYZE TABLE t_merchant").await;
+    exec(&mut c, "ROLLBACK").await;
+    assert_eq!(amount("EU_CHANNEL", eu).await.as_deref(), Some("11.34"));
+    assert_eq!(amount("BIZ_CHANNEL", biz).await.as_deref(), Some("13.34"));
+    assert_eq!(counters.commits_atomic.load(Ordering::Relaxed), 1);
+
+    // A UCS-2 connection character set: the decision key is still the gtrid's bytes.
+    exec(&mut c, "SET SESSION character_set_connection = ucs2").await;
+    exec(&mut c, "BEGIN").await;
+    exec(&mut c, &transfer(eu, "-1")).await;
+    exec(&mut c, &transfer(biz, "1")).await;
+    exec(&mut c, "COMMIT").await;
+    exec(&mut c, "SET SESSION character_set_connection = utf8mb4").await;
+    assert_eq!(decisions_of(&h, 0).await.len(), 2, "keys readable in ASCII");
+
+    // A pinned connection (a temporary table on ds0) joins an autocommit-off transaction
+    // as an XA branch when ds1 holds it first.
+    exec(&mut c, "CREATE TEMPORARY TABLE tmp_ids (id BIGINT)").await;
+    exec(&mut c, "SET autocommit = 0").await;
+    exec(&mut c, &transfer(biz, "-5")).await;
+    exec(&mut c, &transfer(eu, "5")).await;
+    exec(&mut c, "COMMIT").await;
+    exec(&mut c, "SET autocommit = 1").await;
+    assert_eq!(amount("EU_CHANNEL", eu).await.as_deref(), Some("15.34"));
+    assert_eq!(amount("BIZ_CHANNEL", biz).await.as_deref(), Some("9.34"));
+    assert_eq!(counters.commits_atomic.load(Ordering::Relaxed), 3);
+    assert_eq!(decisions_of(&h, 1).await.len(), 1, "ds1 decided");
+
+    // LOCK TABLES with autocommit off (MySQL's documented pattern): no XA branch, which
+    // MariaDB would refuse; a write on a second datasource under the locks is refused.
+    exec(&mut c, "SET autocommit = 0").await;
+    exec(&mut c, "LOCK TABLES t_order WRITE").await;
+    exec(&mut c, &transfer(eu, "-1")).await;
+    let (code, _, message) = server_error(try_rows(&mut c, &transfer(biz, "1")).await);
+    assert_eq!(code, 1235, "{message}");
+    assert!(message.contains("LOCK TABLES"), "{message}");
+    exec(&mut c, "COMMIT").await;
+    exec(&mut c, "UNLOCK TABLES").await;
+    exec(&mut c, "SET autocommit = 1").await;
+    assert_eq!(amount("EU_CHANNEL", eu).await.as_deref(), Some("14.34"));
+
+    // A read-only session reads both datasources without XA.
+    let prepared = counters.prepared.load(Ordering::Relaxed);
+    exec(&mut c, "SET SESSION TRANSACTION READ ONLY").await;
+    exec(&mut c, "BEGIN").await;
+    rows(
+        &mut c,
+        &format!("SELECT amount FROM t_order WHERE order_id = {eu}"),
+    )
+    .await;
+    rows(
+        &mut c,
+        &format!("SELECT amount FROM t_order WHERE order_id = {biz}"),
+    )
+    .await;
+    exec(&mut c, "COMMIT").await;
+    exec(&mut c, "SET SESSION TRANSACTION READ WRITE").await;
+    assert_eq!(counters.prepared.load(Ordering::Relaxed), prepared);
+    assert!(prepared_of(&h, 0).await.is_empty() && prepared_of(&h, 1).await.is_empty());
+    drop(guard);
+    h.stop().await;
+}

@@ -153,8 +153,8 @@ impl Session {
         }
         let atomic = config.transactions.cross_datasource == crate::config::CrossDatasource::Atomic;
         if self.in_transaction() || !self.state.autocommit {
-            let held = self.txn.held_datasources();
-            let first = held.first().or(planned.first());
+            let holding = self.txn.transaction_datasources();
+            let first = holding.first().or(planned.first());
             return match first {
                 Some(f) if *f == ds => Some("plain"),
                 _ if atomic => Some("new xa"),

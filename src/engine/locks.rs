@@ -102,7 +102,10 @@ impl Session {
             self.txn.end(b"COMMIT").await?;
         }
         self.txn.on_every_held(b"UNLOCK TABLES").await?;
-        self.txn.set_locked(Vec::new());
+        // Locked from the first statement on: with autocommit off, the connections the
+        // locks take join no XA branch (MariaDB refuses LOCK TABLES inside one).
+        self.txn
+            .set_locked(statements.iter().map(|(ds, _)| *ds).collect());
         self.txn.pin();
         let mut failure = None;
         for (ds, sql) in &statements {
@@ -117,11 +120,10 @@ impl Session {
         }
         if let Some(e) = failure {
             let _ = self.txn.on_every_held(b"UNLOCK TABLES").await;
+            self.txn.set_locked(Vec::new());
             self.txn.release_idle();
             return Err(e);
         }
-        self.txn
-            .set_locked(statements.iter().map(|(ds, _)| *ds).collect());
         self.state.warnings.clear();
         client.ok(&OkInfo {
             status: self.final_status(more),

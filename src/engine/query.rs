@@ -232,6 +232,15 @@ impl Session {
         shape: Option<Vec<u8>>,
         more: MoreResults,
     ) -> Result<(), ProxyError> {
+        if command == Command::Statement
+            && self.in_transaction()
+            && crate::sql::implicit::commits_implicitly(sql, &lexed.tokens)
+        {
+            // MariaDB commits the open transaction before such a statement: on every
+            // datasource at once (atomically when it has XA branches), not only where the
+            // statement runs.
+            self.txn.end(b"COMMIT").await?;
+        }
         match command {
             Command::Statement => self.data_statement(client, sql, lexed, shape, more).await,
             // Boxed: the load's state would otherwise make every statement's future larger.

@@ -41,7 +41,7 @@ impl Session {
                 vec![
                     text(&d.xid.gtrid),
                     text(&d.datasource),
-                    text(&d.xid.bqual),
+                    text(d.xid.decision()),
                     Some(d.first_seen.elapsed().as_secs().to_string().into_bytes()),
                     d.decision.as_deref().and_then(text),
                     d.error.as_deref().and_then(text),

@@ -61,9 +61,22 @@ impl Branches {
         self.snapshot = false;
     }
 
-    /// Whether the transaction may start XA branches under `config`.
-    pub fn may_branch(&self, config: &Config) -> bool {
-        config.transactions.cross_datasource == CrossDatasource::Atomic && !self.snapshot
+    /// Why the transaction cannot start XA branches under `config` (so its writes stay on
+    /// one datasource), with `locked`: the session holds `LOCK TABLES`; `None` when it can.
+    pub fn single_datasource(&self, config: &Config, locked: bool) -> Option<&'static str> {
+        if config.transactions.cross_datasource != CrossDatasource::Atomic {
+            Some("one transaction with transactions.cross_datasource = \"refuse\"")
+        } else if self.snapshot {
+            Some(
+                "a transaction started WITH CONSISTENT SNAPSHOT (XA START takes no snapshot, so it cannot be atomic)",
+            )
+        } else if locked {
+            Some(
+                "a session holding LOCK TABLES (MariaDB refuses XA START under table locks, so it cannot be atomic)",
+            )
+        } else {
+            None
+        }
     }
 
     /// The xid and decision datasource `ds` joins with as an XA branch, given `other`, a
@@ -78,14 +91,14 @@ impl Branches {
     ) -> Option<(Xid, DatasourceId)> {
         if let Some(d) = &self.xa {
             return (d.decision != ds && !d.branches.contains(&ds))
-                .then(|| (d.xid.clone(), d.decision));
+                .then(|| (d.xid(ds), d.decision));
         }
         let decision = other()?;
         let name = &config.datasource(decision).name;
-        Some((coordinator.next_xid(name), decision))
+        Some((Xid::branch(&coordinator.next_gtrid(), ds, name), decision))
     }
 
-    /// `ds` joined the transaction as an XA branch of `xid` decided on `decision`.
+    /// `ds` joined the transaction as the XA branch `xid` decided on `decision`.
     pub fn record(
         &mut self,
         ds: DatasourceId,
@@ -95,7 +108,8 @@ impl Branches {
         topology: &Topology,
     ) {
         let d = self.xa.get_or_insert_with(|| Distributed {
-            xid,
+            decision_name: xid.decision().to_owned(),
+            gtrid: xid.gtrid,
             decision,
             branches: Vec::new(),
             source: DecisionSource::new(coordinator.clone(), config, topology, decision),
@@ -104,23 +118,23 @@ impl Branches {
     }
 
     /// The write rule for a statement about to write to `ds` when the transaction cannot
-    /// be atomic: it writes to one datasource at most (`written`: the one it wrote to).
+    /// be atomic (`single`: why, [`Branches::single_datasource`]): it writes to one
+    /// datasource at most (`written`: the one it wrote to).
     ///
     /// # Errors
     /// 1235 naming both datasources and why.
     pub fn check_write(
-        &self,
         written: Option<DatasourceId>,
         ds: DatasourceId,
+        single: Option<&'static str>,
         config: &Config,
     ) -> Result<(), ProxyError> {
-        if self.may_branch(config) {
+        let Some(why) = single else {
             return Ok(());
-        }
+        };
         match written {
             Some(w) if w != ds => Err(ProxyError::not_yet(format!(
-                "writes to a second datasource in {}: this transaction writes to {} and this statement to {}; the transaction is left as it was",
-                self.why_single(config),
+                "writes to a second datasource in {why}: this transaction writes to {} and this statement to {}; the transaction is left as it was",
                 config.datasource(w).name,
                 config.datasource(ds).name
             ))),
@@ -129,38 +143,26 @@ impl Branches {
     }
 
     /// [`Branches::check_write`] for a statement writing on `datasources`: one on several
-    /// datasources inside a transaction that cannot be atomic is refused too.
+    /// datasources where no XA branch can start is refused too.
     ///
     /// # Errors
     /// 1235 naming the datasources and why.
     pub fn check_writes(
-        &self,
         written: Option<DatasourceId>,
-        in_transaction: bool,
         datasources: &[DatasourceId],
+        single: Option<&'static str>,
         config: &Config,
     ) -> Result<(), ProxyError> {
         for &ds in datasources {
-            self.check_write(written, ds, config)?;
+            Self::check_write(written, ds, single, config)?;
         }
-        match datasources {
-            [first, second, ..] if self.snapshot && in_transaction => {
-                Err(ProxyError::not_yet(format!(
-                    "a write on datasources {} and {} in {}; the transaction is left as it was",
-                    config.datasource(*first).name,
-                    config.datasource(*second).name,
-                    self.why_single(config)
-                )))
-            }
+        match (datasources, single) {
+            ([first, second, ..], Some(why)) => Err(ProxyError::not_yet(format!(
+                "a write on datasources {} and {} in {why}; nothing was run",
+                config.datasource(*first).name,
+                config.datasource(*second).name,
+            ))),
             _ => Ok(()),
-        }
-    }
-
-    fn why_single(&self, config: &Config) -> &'static str {
-        if config.transactions.cross_datasource == CrossDatasource::Atomic {
-            "a transaction started WITH CONSISTENT SNAPSHOT (XA START takes no snapshot, so it cannot be atomic)"
-        } else {
-            "one transaction with transactions.cross_datasource = \"refuse\""
         }
     }
 }

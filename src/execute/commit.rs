@@ -32,7 +32,6 @@ pub async fn commit(
     d: &Distributed,
 ) -> Result<(), ProxyError> {
     let coordinator = &d.source.coordinator;
-    let xid = d.xid.sql();
     // 1. Prepare every XA branch.
     let mut prepared: Vec<DatasourceId> = Vec::with_capacity(d.branches.len());
     for &ds in &d.branches {
@@ -45,6 +44,7 @@ pub async fn commit(
             return Err(lost_branch(d, ds));
         };
         let bound = d.source.step_bound;
+        let xid = d.xid(ds).sql();
         let end = step(conn, format!("XA END {xid}").as_bytes(), bound).await;
         let prepare = match end {
             Ok(_) => step(conn, format!("XA PREPARE {xid}").as_bytes(), bound).await,
@@ -108,7 +108,7 @@ pub async fn commit(
                     b"HY000",
                     format!(
                         "Got error during COMMIT: the outcome of transaction {} is unknown (the connection to decision datasource {} was lost during COMMIT: {lost}; reading the decision back failed: {e}); a resolver commits or rolls back every branch within transactions.abandon_age; SHOW ROUTEKEY TRANSACTIONS lists it meanwhile",
-                        d.xid.gtrid, d.source.datasource.name
+                        d.gtrid, d.source.datasource.name
                     ),
                 ));
             }
@@ -125,12 +125,12 @@ pub async fn commit(
         };
         let committed = step(
             conn,
-            format!("XA COMMIT {xid}").as_bytes(),
+            format!("XA COMMIT {}", d.xid(ds).sql()).as_bytes(),
             d.source.step_bound,
         )
         .await;
         if let Err(e) = committed {
-            tracing::warn!(xid = %d.xid, datasource = ds.0, error = %e, "XA COMMIT after the decision failed; a resolver finishes the branch");
+            tracing::warn!(xid = %d.xid(ds), datasource = ds.0, error = %e, "XA COMMIT after the decision failed; a resolver finishes the branch");
             coordinator
                 .counters
                 .commit_failures
@@ -148,7 +148,7 @@ pub async fn commit(
 fn lost_branch(d: &Distributed, ds: DatasourceId) -> ProxyError {
     ProxyError::Internal(format!(
         "the connection of XA branch {} on datasource #{} was not held at COMMIT; every branch was rolled back",
-        d.xid, ds.0
+        d.gtrid, ds.0
     ))
 }
 
@@ -169,14 +169,15 @@ async fn decide(
     let Some(conn) = held.get_mut(&d.decision) else {
         return Err(Undecided::RolledBack(ProxyError::Internal(format!(
             "the decision branch of {} was not held at COMMIT",
-            d.xid
+            d.gtrid
         ))));
     };
     let insert = format!(
-        "INSERT INTO {} (xid, decision, coordinator, decided_at) VALUES ({}, 'commit', '{}', NOW(6))",
+        "INSERT INTO {} (xid, decision, coordinator, decided_at) VALUES ({}, 'commit', '{}', {})",
         d.source.table,
-        d.xid.gtrid_literal(),
-        d.source.coordinator.sidecar()
+        d.key().gtrid_literal(),
+        d.source.coordinator.sidecar(),
+        super::xa::utc_now_literal(std::time::Duration::ZERO)
     );
     let bound = d.source.step_bound;
     let mut inserted = step(conn, insert.as_bytes(), bound).await;
@@ -195,7 +196,7 @@ async fn decide(
                 b"XA100",
                 format!(
                     "XA_RBROLLBACK: Transaction branch was rolled back (transaction {} was decided as abort by a resolver: its prepared branches waited longer than transactions.abandon_age)",
-                    d.xid.gtrid
+                    d.gtrid
                 ),
             )));
         }
@@ -255,7 +256,7 @@ async fn create_table(d: &Distributed) -> Result<(), ProxyError> {
 /// else `abort` recorded now (which waits for the lost commit if the server still runs
 /// it). Tried for up to 10 s.
 async fn settle_lost(d: &Distributed, lost: &str) -> Result<Decision, ProxyError> {
-    tracing::warn!(xid = %d.xid, error = lost, "the decision commit's connection was lost; reading the decision back");
+    tracing::warn!(xid = %d.gtrid, error = lost, "the decision commit's connection was lost; reading the decision back");
     let s = &d.source;
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
     loop {
@@ -267,7 +268,7 @@ async fn settle_lost(d: &Distributed, lost: &str) -> Result<Decision, ProxyError
                 s.max_packet,
             )
             .await?;
-            decide_unless_decided(&mut conn, &s.table, &d.xid, s.coordinator.sidecar()).await
+            decide_unless_decided(&mut conn, &s.table, &d.key(), s.coordinator.sidecar()).await
         };
         match attempt.await {
             Ok(decision) => return Ok(decision),
@@ -287,7 +288,6 @@ pub async fn rollback(
     d: &Distributed,
     prepared: &[DatasourceId],
 ) {
-    let xid = d.xid.sql();
     let bound = d.source.step_bound;
     if let Some(conn) = held.get_mut(&d.decision) {
         // A connection that failed is dropped: the server rolls its transaction back.
@@ -302,6 +302,7 @@ pub async fn rollback(
         if conn.is_broken() {
             continue;
         }
+        let xid = d.xid(*ds).sql();
         if !prepared.contains(ds) {
             // Already idle (XA END ran) or rolled back by the server (a deadlock): the
             // error says which, the XA ROLLBACK below decides.
@@ -314,7 +315,7 @@ pub async fn rollback(
             Ok(_) => {}
             Err(ProxyError::Backend { code, .. }) if code == ER_XAER_NOTA => {}
             Err(e) => {
-                tracing::debug!(xid = %d.xid, error = %e, "XA ROLLBACK failed; the connection is dropped");
+                tracing::debug!(xid = %d.xid(*ds), error = %e, "XA ROLLBACK failed; the connection is dropped");
                 conn.mark_broken();
             }
         }

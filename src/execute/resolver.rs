@@ -4,7 +4,8 @@
 //! Each round (`transactions.resolve_interval`) it runs `XA RECOVER` on every datasource's
 //! primary and keeps the branches of ours (format id [`super::xa::FORMAT_ID`], gtrid
 //! `rk:...`). A branch this resolver has seen prepared for `transactions.abandon_age` is
-//! decided by the record on its decision datasource (the xid's bqual names it): `commit` →
+//! decided by the record on its decision datasource (the xid's bqual names it, after the
+//! branch's datasource number): `commit` →
 //! `XA COMMIT`; none → `abort` is recorded first (the key makes exactly one of the two
 //! possible), then `XA ROLLBACK`. An "unknown xid" answer (1397: its owner is still
 //! connected, or another resolver finished it) is never taken as done: the next round
@@ -181,14 +182,14 @@ async fn resolve(
     let Some(decision_ds) = config
         .datasources
         .iter()
-        .position(|d| d.name == xid.bqual)
+        .position(|d| d.name == xid.decision())
         .map(|i| DatasourceId(i as u16))
     else {
         return Err((
             None,
             format!(
                 "its decision datasource `{}` is not in this configuration",
-                xid.bqual
+                xid.decision()
             ),
         ));
     };
@@ -196,7 +197,7 @@ async fn resolve(
     let Some((_, conn)) = conns.iter_mut().find(|(d, _)| *d == decision_ds) else {
         return Err((
             None,
-            format!("its decision datasource {} did not answer", xid.bqual),
+            format!("its decision datasource {} did not answer", xid.decision()),
         ));
     };
     let decision = match super::xa::recorded(conn, &table, xid).await {
@@ -240,12 +241,14 @@ async fn resolve(
 }
 
 /// Deletes decision records older than `transactions.decision_retention` whose xid no
-/// datasource holds prepared (every datasource answered this round).
+/// datasource holds prepared (every datasource answered this round). Records are dated in
+/// UTC by the proxies' clocks ([`super::xa::utc_now_literal`]), so no session's
+/// `timestamp` or `time_zone` makes a fresh one look old.
 async fn prune(config: &Config, conns: &mut [(DatasourceId, BackendConn)], keep: &[&Xid]) {
     let table = config.transactions.decision_table_sql();
     let mut sql = format!(
-        "DELETE FROM {table} WHERE decided_at < NOW(6) - INTERVAL {} SECOND",
-        config.transactions.decision_retention.as_secs()
+        "DELETE FROM {table} WHERE decided_at < {}",
+        super::xa::utc_now_literal(config.transactions.decision_retention)
     );
     if !keep.is_empty() {
         let list: Vec<String> = keep.iter().map(|x| x.gtrid_literal()).collect();

@@ -209,6 +209,16 @@ impl Transaction {
         self.held.keys().copied().collect()
     }
 
+    /// The datasources whose held connection holds the open transaction (it joined it, or
+    /// a statement opened one there), in order.
+    pub fn transaction_datasources(&self) -> Vec<DatasourceId> {
+        self.held
+            .iter()
+            .filter(|(ds, c)| self.joined.contains(ds) || c.in_transaction())
+            .map(|(ds, _)| *ds)
+            .collect()
+    }
+
     /// The backend thread of each held connection (what `KILL QUERY` on a backend names).
     pub fn held_threads(&self) -> Vec<(DatasourceId, usize, u32)> {
         self.held
@@ -359,13 +369,23 @@ impl Transaction {
         ds: DatasourceId,
         wants: &Wants<'_>,
     ) -> Option<(super::xa::Xid, DatasourceId)> {
-        if !self.branches.may_branch(wants.config) {
+        if self
+            .branches
+            .single_datasource(wants.config, !self.locked.is_empty())
+            .is_some()
+        {
             return None;
         }
+        let session_read_only = || {
+            ["tx_read_only", "transaction_read_only"]
+                .iter()
+                .any(|v| wants.vars.get(*v).is_some_and(|v| v == b"1"))
+        };
         let read_only = self
             .begin_read_only
-            .or(self.next_characteristics.and_then(|c| c.read_only));
-        if read_only == Some(true) || (self.begin.is_none() && wants.autocommit) {
+            .or(self.next_characteristics.and_then(|c| c.read_only))
+            .unwrap_or_else(session_read_only);
+        if read_only || (self.begin.is_none() && wants.autocommit) {
             return None;
         }
         let other = || {
@@ -394,35 +414,47 @@ impl Transaction {
     /// Without this, a session pinned before `BEGIN` ran its statements outside the
     /// transaction and `ROLLBACK` undid nothing.
     async fn join(&mut self, ds: DatasourceId, wants: &Wants<'_>) -> Result<(), ProxyError> {
-        if self.begin.is_none() || self.joined.contains(&ds) {
+        if self.joined.contains(&ds) || (self.begin.is_none() && wants.autocommit) {
             return Ok(());
         }
         let branch = self.xa_branch_for(ds, wants);
-        let Transaction {
-            held,
-            begin: Some(begin),
-            joined,
-            next_characteristics,
-            savepoints,
-            ..
-        } = self
-        else {
-            return Ok(());
-        };
-        if joined.contains(&ds) {
+        let conn = self.held.get_mut(&ds).expect("held");
+        if self.begin.is_none() {
+            // Autocommit off: the server opens the transaction with the next statement; a
+            // connection held from before (pinned) joins as an XA branch when another
+            // datasource holds the transaction, unless it holds a transaction already.
+            let Some(branch) = branch.filter(|_| !conn.in_transaction()) else {
+                return Ok(());
+            };
+            let start = super::branches::start_on(
+                conn,
+                None,
+                self.next_characteristics,
+                &self.savepoints,
+                Some(&branch.0),
+            );
+            if let Err(e) = start.await {
+                conn.mark_broken();
+                return Err(e);
+            }
+            self.joined.push(ds);
+            self.record_branch(ds, branch, wants);
             return Ok(());
         }
-        let conn = held.get_mut(&ds).expect("held");
         let xid = branch.as_ref().map(|(xid, _)| xid);
-        if let Err(e) =
-            super::branches::start_on(conn, Some(begin), *next_characteristics, savepoints, xid)
-                .await
-        {
+        let started = super::branches::start_on(
+            conn,
+            self.begin.as_deref(),
+            self.next_characteristics,
+            &self.savepoints,
+            xid,
+        );
+        if let Err(e) = started.await {
             // Characteristics may be left pending there: not this transaction's.
             conn.mark_broken();
             return Err(e);
         }
-        joined.push(ds);
+        self.joined.push(ds);
         if let Some(branch) = branch {
             self.record_branch(ds, branch, wants);
         }
@@ -684,7 +716,10 @@ impl Transaction {
     /// # Errors
     /// 1235 naming both datasources ([`super::branches::Branches::check_write`]).
     pub fn check_write(&self, ds: DatasourceId, config: &Config) -> Result<(), ProxyError> {
-        self.branches.check_write(self.write_datasource, ds, config)
+        let single = self
+            .branches
+            .single_datasource(config, !self.locked.is_empty());
+        super::branches::Branches::check_write(self.write_datasource, ds, single, config)
     }
 
     /// [`Transaction::check_write`] for a statement writing on `datasources`.
@@ -696,9 +731,10 @@ impl Transaction {
         datasources: &[DatasourceId],
         config: &Config,
     ) -> Result<(), ProxyError> {
-        let open = self.in_transaction();
-        self.branches
-            .check_writes(self.write_datasource, open, datasources, config)
+        let single = self
+            .branches
+            .single_datasource(config, !self.locked.is_empty());
+        super::branches::Branches::check_writes(self.write_datasource, datasources, single, config)
     }
 
     /// Whether the open transaction changed a row (MariaDB's read-write transaction: a

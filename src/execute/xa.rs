@@ -38,13 +38,14 @@ pub const ER_XA_RBROLLBACK: u16 = 1402;
 pub const ER_XAER_NOTA: u16 = 1397;
 
 /// An XA transaction id: `gtrid` = `rk:<sidecar>:<start nonce>:<sequence>` (who
-/// coordinates it, unique across restarts), `bqual` = the decision datasource's name, the
-/// format id [`FORMAT_ID`]. Each is at most 64 bytes (MariaDB's limit).
+/// coordinates it, unique across restarts), `bqual` = `<branch datasource number>:<decision
+/// datasource name>` (two datasources on one server are two branches), the format id
+/// [`FORMAT_ID`]. Each is at most 64 bytes (MariaDB's limit).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Xid {
     /// The global transaction id (ASCII).
     pub gtrid: String,
-    /// The branch qualifier: the decision datasource's name.
+    /// The branch qualifier: `<branch datasource number>:<decision datasource name>`.
     pub bqual: String,
 }
 
@@ -59,9 +60,26 @@ impl Xid {
         )
     }
 
-    /// The gtrid as a string literal (it is ASCII letters, digits and `:._-` only).
+    /// The xid of the branch on datasource `branch` of the transaction `gtrid` decided on
+    /// datasource `decision` (a name).
+    pub fn branch(gtrid: &str, branch: DatasourceId, decision: &str) -> Xid {
+        Xid {
+            gtrid: gtrid.to_owned(),
+            bqual: format!("{}:{decision}", branch.0),
+        }
+    }
+
+    /// The decision datasource's name, from the branch qualifier.
+    pub fn decision(&self) -> &str {
+        self.bqual
+            .split_once(':')
+            .map_or(self.bqual.as_str(), |(_, name)| name)
+    }
+
+    /// The gtrid as a hexadecimal literal: its bytes whatever the session's character set
+    /// (the decision table's key is binary).
     pub fn gtrid_literal(&self) -> String {
-        format!("'{}'", self.gtrid.replace(['\'', '\\'], ""))
+        format!("X'{}'", hex(self.gtrid.as_bytes()))
     }
 
     /// Reads one row of `XA RECOVER` (`formatID`, `gtrid_length`, `bqual_length`,
@@ -232,13 +250,10 @@ impl Coordinator {
         &self.sidecar
     }
 
-    /// A new xid whose decision branch is on `decision` (a datasource name).
-    pub fn next_xid(&self, decision: &str) -> Xid {
+    /// A new gtrid: this sidecar's next.
+    pub fn next_gtrid(&self) -> String {
         let n = self.sequence.fetch_add(1, Ordering::Relaxed);
-        Xid {
-            gtrid: format!("{GTRID_PREFIX}{}:{n}", self.sidecar),
-            bqual: decision.chars().take(64).collect(),
-        }
+        format!("{GTRID_PREFIX}{}:{n}", self.sidecar)
     }
 
     /// Reaches failpoint `point` ([`Failpoints`]): the process may kill itself here.
@@ -249,18 +264,45 @@ impl Coordinator {
     }
 }
 
-/// A transaction with XA branches: its xid, its decision branch and the datasources that
+/// A transaction with XA branches: its gtrid, its decision branch and the datasources that
 /// joined as XA branches, and what the coordinator needs to settle a decision lost in
 /// flight.
 pub struct Distributed {
-    /// The xid of every XA branch.
-    pub xid: Xid,
+    /// The gtrid of every XA branch (the decision record's key).
+    pub gtrid: String,
     /// The datasource of the plain transaction that records the decision.
     pub decision: DatasourceId,
     /// The datasources that joined as XA branches, in order.
     pub branches: Vec<DatasourceId>,
+    /// The decision datasource's name (every branch's qualifier ends with it).
+    pub decision_name: String,
     /// How to reach the decision datasource apart from the session's connection.
     pub source: DecisionSource,
+}
+
+impl Distributed {
+    /// The xid of the branch on `ds`.
+    pub fn xid(&self, ds: DatasourceId) -> Xid {
+        Xid::branch(&self.gtrid, ds, &self.decision_name)
+    }
+
+    /// The xid naming the transaction in the decision table and in messages.
+    pub fn key(&self) -> Xid {
+        Xid {
+            gtrid: self.gtrid.clone(),
+            bqual: self.decision_name.clone(),
+        }
+    }
+}
+
+/// Now in UTC as a `DATETIME(6)` literal, by this process's clock: decision records are
+/// dated by the proxies, never by a session's `timestamp` or `time_zone`.
+pub fn utc_now_literal(ago: std::time::Duration) -> String {
+    let at = std::time::SystemTime::now()
+        .checked_sub(ago)
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let text = humantime::format_rfc3339_micros(at).to_string();
+    format!("'{}'", text.trim_end_matches('Z').replace('T', " "))
 }
 
 /// The decision datasource as a connection of its own reaches it.
@@ -356,8 +398,9 @@ pub async fn decide_unless_decided(
         .await?;
     let g = xid.gtrid_literal();
     let insert = format!(
-        "INSERT IGNORE INTO {table} (xid, decision, coordinator, decided_at) VALUES ({g}, 'abort', '{}', NOW(6))",
-        who.replace(['\'', '\\'], "")
+        "INSERT IGNORE INTO {table} (xid, decision, coordinator, decided_at) VALUES ({g}, 'abort', '{}', {})",
+        who.replace(['\'', '\\'], ""),
+        utc_now_literal(std::time::Duration::ZERO)
     );
     conn.execute(insert.as_bytes()).await?;
     recorded(conn, table, xid)
@@ -428,17 +471,21 @@ mod tests {
     #[test]
     fn xids_name_the_sidecar_and_read_back_from_xa_recover() {
         let c = Coordinator::new();
-        let a = c.next_xid("ds0");
-        let b = c.next_xid("ds0");
-        assert_ne!(a, b);
+        let (g1, g2) = (c.next_gtrid(), c.next_gtrid());
+        assert_ne!(g1, g2);
+        let a = Xid::branch(&g1, DatasourceId(1), "ds0");
+        // Two datasources on one server: two branches of one transaction, two xids.
+        assert_ne!(a, Xid::branch(&g1, DatasourceId(2), "ds0"));
         assert!(a.gtrid.starts_with("rk:"), "{a}");
         assert!(a.gtrid.len() <= 64, "{a}");
-        assert_eq!(a.bqual, "ds0");
+        assert_eq!(a.bqual, "1:ds0");
+        assert_eq!(a.decision(), "ds0");
+        assert_eq!(Xid::branch(&g1, DatasourceId(0), "a:b").decision(), "a:b");
         let data = format!("{}{}", a.gtrid, a.bqual).into_bytes();
         let row = vec![
             Some(FORMAT_ID.to_string().into_bytes()),
             Some(a.gtrid.len().to_string().into_bytes()),
-            Some(b"3".to_vec()),
+            Some(a.bqual.len().to_string().into_bytes()),
             Some(data.clone()),
         ];
         assert_eq!(Xid::from_recover(&row), Some(a.clone()));
@@ -454,6 +501,22 @@ mod tests {
         );
         assert!(a.sql().ends_with(",29291"), "{}", a.sql());
         assert!(a.sql().starts_with("X'726b3a"), "{}", a.sql());
+        // The decision key is hexadecimal: the same bytes in any connection character set.
+        let quoted = Xid {
+            gtrid: "rk:it's:1".into(),
+            bqual: "0:ds0".into(),
+        };
+        assert_eq!(quoted.gtrid_literal(), "X'726b3a697427733a31'");
+    }
+
+    #[test]
+    fn decisions_are_dated_in_utc_by_the_proxy() {
+        let now = utc_now_literal(std::time::Duration::ZERO);
+        assert!(
+            now.starts_with("'20") && now.ends_with('\'') && now.len() == 28,
+            "{now}"
+        );
+        assert!(utc_now_literal(std::time::Duration::from_secs(86_400)) < now);
     }
 
     #[test]

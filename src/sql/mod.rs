@@ -16,6 +16,7 @@ pub mod characteristics;
 pub mod charset;
 pub mod command;
 pub mod hints;
+pub mod implicit;
 pub mod lexer;
 pub mod load_data;
 pub mod predicates;

@@ -388,6 +388,10 @@ fn unix_socket(
     }
 }
 
+/// The longest datasource name: an XA branch qualifier (at most 64 bytes) holds the
+/// branch's datasource number, a `:` and the decision datasource's name.
+const MAX_DATASOURCE_NAME: usize = 48;
+
 fn datasources(
     c: &Checker,
     raw: &RawConfig,
@@ -401,6 +405,15 @@ fn datasources(
         return Err(c.err(None, "datasources: too many"));
     }
     for (name, ds) in &raw.datasources {
+        if name.len() > MAX_DATASOURCE_NAME {
+            // An XA branch qualifier (64 bytes) carries it (docs/decisions/0004).
+            return Err(c.err(
+                ds.span(),
+                format!(
+                    "datasources.{name}: a datasource name has at most {MAX_DATASOURCE_NAME} characters (XA branch qualifiers name it)"
+                ),
+            ));
+        }
         let members = members(c, name, ds)?;
         let address = members[0].clone();
         if ds.pool_size == 0 {
