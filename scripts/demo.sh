@@ -70,7 +70,7 @@ reads from replicas:
     mariadb -c -h${listen%:*} -P${listen##*:} -uapp_ro -papp orders
 
     SHOW ROUTEKEY TOPOLOGY;   -- every member: role, state, lag, GTID position, reads, writes
-    -- the last column, member: $replica1 (replica)
+    -- the member column: $replica1 (replica)
     EXPLAIN ROUTE SELECT order_id, status FROM t_order WHERE order_id = $biz_id;
     SELECT order_id, channel, status FROM t_order WHERE order_id = $biz_id;
 

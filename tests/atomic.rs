@@ -167,6 +167,8 @@ async fn a_transfer_across_datasources_commits_on_both_or_on_neither() {
         &format!("SELECT amount FROM t_order WHERE order_id = {biz}"),
     )
     .await;
+    let read = format!("SELECT amount FROM t_order WHERE order_id = {biz}");
+    assert_eq!(branch(&mut c, &read).await, "plain", "no XA when read-only");
     exec(&mut c, "COMMIT").await;
     assert_eq!(counters.prepared.load(Ordering::Relaxed), 4);
     drop(guard);

@@ -155,11 +155,10 @@ impl Session {
         if self.in_transaction() || !self.state.autocommit {
             let holding = self.txn.transaction_datasources();
             let first = holding.first().or(planned.first());
-            return match first {
-                Some(f) if *f == ds => Some("plain"),
-                _ if atomic => Some("new xa"),
-                _ => None,
-            };
+            // A transaction that cannot branch (read-only, a snapshot, LOCK TABLES, or
+            // refuse) is plain wherever it runs.
+            let plain = *first? == ds || !self.txn.may_branch(config, &self.state.vars);
+            return Some(if plain { "plain" } else { "new xa" });
         }
         if write && atomic && planned.len() > 1 {
             return Some(if planned.first() == Some(&ds) {

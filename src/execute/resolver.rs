@@ -131,7 +131,17 @@ impl Resolver {
         }
         if answered_all {
             let keep: Vec<&Xid> = listed.iter().map(|(_, x)| x).collect();
-            prune(config, &mut conns, &keep).await;
+            // Bounded like the rest of the round: a decision row locked by someone else
+            // must not stall the next round's XA RECOVER.
+            let bound = Duration::from_secs(10);
+            if tokio::time::timeout(bound, prune(config, &mut conns, &keep))
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "resolver: pruning old decision records took over 10 s; left for a later round"
+                );
+            }
         }
     }
 
@@ -256,6 +266,10 @@ async fn prune(config: &Config, conns: &mut [(DatasourceId, BackendConn)], keep:
     }
     sql.push_str(" LIMIT 10000");
     for (id, conn) in conns.iter_mut() {
+        // A locked row gives up in 2 s (the next round tries again).
+        let _ = conn
+            .execute(b"SET SESSION innodb_lock_wait_timeout = 2")
+            .await;
         if let Err(e) = conn.execute(sql.as_bytes()).await {
             tracing::debug!(datasource = %config.datasource(*id).name, error = %e, "resolver: pruning decisions failed");
         }

@@ -369,23 +369,8 @@ impl Transaction {
         ds: DatasourceId,
         wants: &Wants<'_>,
     ) -> Option<(super::xa::Xid, DatasourceId)> {
-        if self
-            .branches
-            .single_datasource(wants.config, !self.locked.is_empty())
-            .is_some()
+        if (self.begin.is_none() && wants.autocommit) || !self.may_branch(wants.config, wants.vars)
         {
-            return None;
-        }
-        let session_read_only = || {
-            ["tx_read_only", "transaction_read_only"]
-                .iter()
-                .any(|v| wants.vars.get(*v).is_some_and(|v| v == b"1"))
-        };
-        let read_only = self
-            .begin_read_only
-            .or(self.next_characteristics.and_then(|c| c.read_only))
-            .unwrap_or_else(session_read_only);
-        if read_only || (self.begin.is_none() && wants.autocommit) {
             return None;
         }
         let other = || {
@@ -396,6 +381,29 @@ impl Transaction {
         };
         self.branches
             .branch_for(ds, other, wants.config, wants.coordinator)
+    }
+
+    /// Whether a datasource joining the open transaction starts an XA branch (the first
+    /// one apart): `cross_datasource = "atomic"`, no `WITH CONSISTENT SNAPSHOT`, no `LOCK
+    /// TABLES`, and not read-only (its `BEGIN`, pending characteristics, else the session's
+    /// `transaction_read_only` in `vars`).
+    pub fn may_branch(&self, config: &Config, vars: &SessionVars) -> bool {
+        if self
+            .branches
+            .single_datasource(config, !self.locked.is_empty())
+            .is_some()
+        {
+            return false;
+        }
+        let session_read_only = || {
+            ["tx_read_only", "transaction_read_only"]
+                .iter()
+                .any(|v| vars.get(*v).is_some_and(|v| v == b"1"))
+        };
+        !self
+            .begin_read_only
+            .or(self.next_characteristics.and_then(|c| c.read_only))
+            .unwrap_or_else(session_read_only)
     }
 
     /// `ds` joined the transaction as an XA branch.
