@@ -268,9 +268,17 @@ impl Session {
         }
         let savepoint = self.in_transaction() || !self.state.autocommit;
         if datasources.len() > 1 && !savepoint {
-            return self
-                .run_atomic_across(client, plan, binding, extras, more, &datasources)
-                .await;
+            // Boxed: a second run of the steps inside would double this future's size,
+            // which every statement's future carries.
+            return Box::pin(self.run_atomic_across(
+                client,
+                plan,
+                binding,
+                extras,
+                more,
+                &datasources,
+            ))
+            .await;
         }
         let begin: &[u8] = if savepoint {
             b"SAVEPOINT routekey_statement"

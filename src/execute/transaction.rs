@@ -783,7 +783,9 @@ impl Transaction {
     /// every connection got the statement.
     pub async fn end(&mut self, sql: &[u8]) -> Result<(), ProxyError> {
         if let Some(d) = self.branches.take() {
-            return self.end_distributed(sql, d).await;
+            // Boxed: the commit protocol's state would make every future that may end a
+            // transaction (most statements') larger.
+            return Box::pin(self.end_distributed(sql, d)).await;
         }
         let writer = self.write_datasource;
         let mut order: Vec<DatasourceId> = self.held.keys().copied().collect();
