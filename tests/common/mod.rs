@@ -300,12 +300,16 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// unique within this process and a worker derived from the process id.
 pub fn fresh_new_id(code: u8) -> u64 {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    // One reading of the clock for both fields: two ids of one millisecond then differ in
+    // their sequence (read twice, a thread descheduled between the readings could mint
+    // another thread's id).
+    let now = now_ms();
     IdLayout::default()
         .compose(IdFields {
-            timestamp: now_ms() - SNOWFLAKE_EPOCH_MS - 1000,
+            timestamp: now - SNOWFLAKE_EPOCH_MS - 1000,
             worker: u64::from(std::process::id()) % 32,
             route_key: u64::from(code),
-            sequence: (n * 7 + now_ms()) % 16384,
+            sequence: (n * 7 + now) % 16384,
         })
         .unwrap()
 }
