@@ -13,17 +13,20 @@
 #                 (current proxy, and the baseline proxy: one-datasource commits are unchanged)
 #     Figures per transfer: transfers/s, latency p50/p99, the proxy's CPU, the servers' CPU,
 #     InnoDB fsyncs and binlog group commits on each server. Before the repetitions the
-#     servers' general log records one transfer each way of both kinds: the statements the
-#     proxy sends per transfer.
+#     servers' general log (log_output TABLE) records two transfers of each kind by one
+#     client: the statements the proxy sends per transfer; the log's settings are restored.
 #
 #   scripts/bench-xa.sh [REPS] [BASELINE]     (defaults: 5 repetitions, eb5611c)
 #
 # ROUTEKEY_BENCH_SECONDS (default 4) is the length of each measurement. Brings the sandbox
-# up (scripts/sandbox.sh up: every amount reseeded), builds both release binaries (the
-# baseline in a git worktree under <sandbox>/bench/), starts the proxies on free ports with
-# the demo configuration (logs in <sandbox>/bench/xa-*.log) and stops them on exit. Every
-# amount a transfer changes is back to its value at the end (checked; restored if not), and
-# the decision records the run leaves in routekey.routekey_xa_decisions are counted, then
+# up (scripts/sandbox.sh up: every amount reseeded; no replicas unless ROUTEKEY_REPLICAS
+# says so, and semi-synchronous replication would add a replica's acknowledgement to every
+# commit), builds both release binaries (the baseline in a git worktree under
+# <sandbox>/bench/), starts the proxies on free ports with the demo configuration (logs in
+# <sandbox>/bench/xa-*.log) and stops them on exit. Prints medians with min-max and the
+# ratios; sysbench's own output is kept in <sandbox>/bench/xa-runs/. Every amount a
+# transfer changes is back to its value at the end (checked; restored if not), and the
+# decision records the run leaves in routekey.routekey_xa_decisions are counted, then
 # deleted once the proxies are stopped. Installs sysbench (apt-get) when missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -135,6 +138,9 @@ amounts >"$work/xa-amounts-before.txt"
 ticks() { # user + system clock ticks of a process so far
     awk '{print $14 + $15}' "/proc/$1/stat"
 }
+uticks() { # user clock ticks of a process so far
+    awk '{print $14}' "/proc/$1/stat"
+}
 status() { # Innodb_data_fsyncs and Binlog_group_commits of one server
     sql "$1" "SELECT variable_value FROM information_schema.global_status WHERE variable_name IN ('INNODB_DATA_FSYNCS', 'BINLOG_GROUP_COMMITS') ORDER BY variable_name DESC" | paste -sd' '
 }
@@ -170,12 +176,13 @@ proxy_pid() { # who: the proxy measured, or nothing for direct MariaDB
     esac
 }
 # measure KIND WHO CLIENTS SECONDS REP: one run, its sysbench output in $runs and one line in
-# the results: kind who clients rep file proxy-ticks server-ticks fsyncs0 group0 fsyncs1 group1
+# the results: kind who clients rep file proxy-ticks proxy-user-ticks server-ticks fsyncs0 group0
+# fsyncs1 group1 (ticks: CPU clock ticks, user + system unless named)
 measure() {
-    local kind="$1" who="$2" clients="$3" secs="$4" rep="$5" file pid p0 p1 s0 s1 before after
+    local kind="$1" who="$2" clients="$3" secs="$4" rep="$5" file pid p0 p1 u0 u1 s0 s1 before after
     file="$runs/$kind-$who-$clients-$rep.txt"
     pid=$(proxy_pid "$who")
-    p0=0; if [[ -n "$pid" ]]; then p0=$(ticks "$pid"); fi
+    p0=0 u0=0; if [[ -n "$pid" ]]; then p0=$(ticks "$pid") u0=$(uticks "$pid"); fi
     s0=$(( $(ticks "$ds0_pid") + $(ticks "$ds1_pid") ))
     before="$(status "$ds0_port") $(status "$ds1_port")"
     if [[ $kind == point ]]; then
@@ -189,9 +196,9 @@ measure() {
             --threads="$clients" --time="$secs" >"$file"
     fi
     after="$(status "$ds0_port") $(status "$ds1_port")"
-    p1=0; if [[ -n "$pid" ]]; then p1=$(ticks "$pid"); fi
+    p1=0 u1=0; if [[ -n "$pid" ]]; then p1=$(ticks "$pid") u1=$(uticks "$pid"); fi
     s1=$(( $(ticks "$ds0_pid") + $(ticks "$ds1_pid") ))
-    echo "$kind $who $clients $rep $file $((p1 - p0)) $((s1 - s0)) $(awk -v a="$after" -v b="$before" \
+    echo "$kind $who $clients $rep $file $((p1 - p0)) $((u1 - u0)) $((s1 - s0)) $(awk -v a="$after" -v b="$before" \
         'BEGIN {n = split(a, x); split(b, y); for (i = 1; i <= n; i++) printf "%s%d", (i > 1 ? " " : ""), x[i] - y[i]}')" >>"$results"
 }
 
@@ -319,11 +326,12 @@ def pct(hist, q):
 
 runs_by = defaultdict(dict)  # (kind, who, clients) -> rep -> figures
 for line in open(results):
-    kind, who, clients, rep, path, pticks, sticks, f0, g0, f1, g1 = line.split()
+    kind, who, clients, rep, path, pticks, uticks, sticks, f0, g0, f1, g1 = line.split()
     events, rate, hist = parse(path)
     runs_by[(kind, who, int(clients))][rep] = dict(
         rate=rate, events=events, p50=pct(hist, 0.5), p99=pct(hist, 0.99),
-        proxy_us=int(pticks) / tck * 1e6 / events, servers_us=int(sticks) / tck * 1e6 / events,
+        proxy_us=int(pticks) / tck * 1e6 / events, proxy_user_us=int(uticks) / tck * 1e6 / events,
+        servers_us=int(sticks) / tck * 1e6 / events,
         f0=int(f0) / events, g0=int(g0) / events, f1=int(f1) / events, g1=int(g1) / events)
 
 def cell(vals, fmt="{:,.0f}"):
@@ -347,8 +355,10 @@ for clients in (1, 16):
     print(f"  {clients} client(s):")
     for who, label in labels.items():
         k = ("point", who, clients)
+        cpu = "" if who == "direct" else (
+            f", proxy CPU {med(k, 'proxy_us'):.1f} µs/query (user {med(k, 'proxy_user_us'):.1f})")
         print(f"    {label:<22} {cell([v['rate'] for v in runs_by[k].values()]):>26}   "
-              f"p50 {med(k, 'p50'):.3f} ms, p99 {med(k, 'p99'):.3f} ms")
+              f"p50 {med(k, 'p50'):.3f} ms, p99 {med(k, 'p99'):.3f} ms{cpu}")
     print(f"    ratio to direct: {baseline} {ratio(('point', 'baseline', clients), ('point', 'direct', clients))}, "
           f"now {ratio(('point', 'current', clients), ('point', 'direct', clients))}; "
           f"now / {baseline} {ratio(('point', 'current', clients), ('point', 'baseline', clients))}")
@@ -361,7 +371,7 @@ for clients in (1, 16):
         k = ("transfer", who, clients)
         print(f"    {label:<28} {cell([v['rate'] for v in runs_by[k].values()]):>22} transfers/s   "
               f"p50 {med(k, 'p50'):.3f} ms, p99 {med(k, 'p99'):.3f} ms")
-        print(f"    {'':<28} CPU µs/transfer: proxy {med(k, 'proxy_us'):.0f}, servers {med(k, 'servers_us'):.0f}; "
+        print(f"    {'':<28} CPU µs/transfer: proxy {med(k, 'proxy_us'):.0f} (user {med(k, 'proxy_user_us'):.0f}), servers {med(k, 'servers_us'):.0f}; "
               f"InnoDB fsyncs ds0 {med(k, 'f0'):.2f}, ds1 {med(k, 'f1'):.2f}; "
               f"binlog group commits ds0 {med(k, 'g0'):.2f}, ds1 {med(k, 'g1'):.2f}")
     print(f"    atomic / separate: {ratio(('transfer', 'atomic', clients), ('transfer', 'separate', clients))}; "
@@ -374,8 +384,8 @@ for mode in ("atomic", "separate"):
     rows = [l.rstrip("\n").split("\t") for l in open(f"{runs}/general-log-{mode}.txt")]
     rows = [r + [""] * (4 - len(r)) for r in rows]
     # The connections that ran the transfers (those that updated t_order); on each, what
-    # comes before its first BEGIN or XA START is the session's setup (a pooled connection
-    # taking the client's character set), once per client connection, not per transfer.
+    # comes before its first BEGIN or XA START is setup, not per transfer (a pooled
+    # connection taking the client's character set, the session defaults read again).
     threads = {(r[0], r[1]) for r in rows if r[3].upper().startswith("UPDATE")}
     per, setup, begun, other = defaultdict(list), [], set(), 0
     for ds, thread, cmd, arg in rows:
@@ -394,7 +404,7 @@ for mode in ("atomic", "separate"):
     detail = "; ".join(
         f"{ds}: " + ", ".join(f"{h} x{v.count(h) / 2:g}" for h in dict.fromkeys(v)) for ds, v in sorted(per.items()))
     print(f"  proxy -> servers, {mode}: {sum(counts.values()):g} per transfer ({detail})")
-    print(f"    once per client connection: {', '.join(setup) or 'nothing'}; "
+    print(f"    before the first transfer, not per transfer: {', '.join(setup) or 'nothing'}; "
           f"{other} other log rows (connects, quits, the resolver, this script's own statements)")
 print(f"after the run: {amounts_note}; decision records {decision_rows} "
       "(deleted now; the proxies prune them after decision_retention, 24 h); "
