@@ -85,6 +85,14 @@ impl SessionVars {
         Self { map, id: key }
     }
 
+    /// The session's `tx_read_only` / `transaction_read_only` is on (`SET SESSION
+    /// TRANSACTION READ ONLY`).
+    pub fn transaction_read_only(&self) -> bool {
+        ["tx_read_only", "transaction_read_only"]
+            .iter()
+            .any(|v| self.map.get(*v).is_some_and(|v| v == b"1"))
+    }
+
     /// The identity: equal identities mean equal contents (see the type's rule).
     pub fn id(&self) -> u64 {
         self.id

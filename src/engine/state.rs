@@ -156,9 +156,7 @@ impl SessionState {
 
     /// The session's `tx_read_only` (`SET SESSION TRANSACTION READ ONLY`).
     pub fn read_only(&self) -> bool {
-        ["tx_read_only", "transaction_read_only"]
-            .iter()
-            .any(|v| self.vars.get(*v).is_some_and(|v| v == b"1"))
+        self.vars.transaction_read_only()
     }
 
     /// How long the client may stay silent between commands before the session ends, as

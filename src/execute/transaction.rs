@@ -395,15 +395,10 @@ impl Transaction {
         {
             return false;
         }
-        let session_read_only = || {
-            ["tx_read_only", "transaction_read_only"]
-                .iter()
-                .any(|v| vars.get(*v).is_some_and(|v| v == b"1"))
-        };
         !self
             .begin_read_only
             .or(self.next_characteristics.and_then(|c| c.read_only))
-            .unwrap_or_else(session_read_only)
+            .unwrap_or_else(|| vars.transaction_read_only())
     }
 
     /// `ds` joined the transaction as an XA branch.
