@@ -154,7 +154,7 @@ async fn lost_or_preempted_decisions_are_never_acknowledged_run() {
     commit_waiting(0).await;
     assert_eq!(
         prepared_on(1).await,
-        vec![(lost_soon.clone(), "ds0".to_owned())],
+        vec![(lost_soon.clone(), "1:ds0".to_owned())],
         "the branch is prepared while the decision commit waits"
     );
     kill_server(0).await;
@@ -195,7 +195,7 @@ async fn lost_or_preempted_decisions_are_never_acknowledged_run() {
     assert!(m3.contains(&lost_long), "the message names the xid: {m3}");
     assert_eq!(
         prepared_on(1).await,
-        vec![(lost_long.clone(), "ds0".to_owned())],
+        vec![(lost_long.clone(), "1:ds0".to_owned())],
         "the branch waits for a resolver"
     );
     start_server(0).await;

@@ -258,6 +258,32 @@ impl Proc {
         admin: u16,
         settings: Settings,
     ) -> Self {
+        let mut admin = admin;
+        for _ in 0..5 {
+            let p = Self::start_once(work, name, port, admin, settings.clone()).await;
+            // A port another process took since it was picked (free_port's race): the
+            // admin port is picked again, the client port (the fleet's) waited for.
+            let clash = p
+                .log_text()
+                .lines()
+                .find(|l| l.contains("Address already in use"))
+                .map(str::to_owned);
+            match clash {
+                Some(line) if line.contains("admin.listen") => admin = free_port(),
+                Some(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+                None => return p,
+            }
+        }
+        panic!("proxy {name}: its ports stayed in use by other processes");
+    }
+
+    async fn start_once(
+        work: &Workdir,
+        name: &str,
+        port: u16,
+        admin: u16,
+        settings: Settings,
+    ) -> Self {
         let log = work.path.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new(BIN);

@@ -37,7 +37,8 @@ async fn two_resolvers_decide_each_branch_once_run() {
     )
     .await
     .unwrap();
-    // BRANCHES branches of ours prepared on ds1, their decision datasource ds0 (the bqual);
+    // BRANCHES branches of ours prepared on ds1, their decision datasource ds0 (the bqual,
+    // here in its short form without the branch's datasource number, which resolvers read too);
     // every even one with a commit record there, the odd ones with none.
     let nonce = format!("{:08x}", rand::random::<u32>());
     let gtrids: Vec<String> = (0..BRANCHES)
@@ -269,8 +270,9 @@ async fn a_killed_server_keeps_prepared_branches_until_resolved_run() {
     let on0 = prepared_on(0).await;
     assert_eq!(on1.len(), 1, "transfer 1's branch prepared on ds1: {on1:?}");
     assert_eq!(on0.len(), 1, "transfer 2's branch prepared on ds0: {on0:?}");
-    assert_eq!(on1[0].1, "ds0", "transfer 1 decided on ds0");
-    assert_eq!(on0[0].1, "ds1", "transfer 2 decided on ds1");
+    // bqual: the branch's datasource number, then the decision datasource.
+    assert_eq!(on1[0].1, "1:ds0", "transfer 1 decided on ds0");
+    assert_eq!(on0[0].1, "0:ds1", "transfer 2 decided on ds1");
     let record = |gtrid: &str| {
         format!("SELECT CAST(decision AS CHAR) FROM {DECISIONS} WHERE xid = '{gtrid}'")
     };
