@@ -18,11 +18,14 @@
 #                                         datasource's current primary
 #   scripts/sandbox.sh pid <name>         its mariadbd pid (nothing and exit 3 when not running)
 #   scripts/sandbox.sh members <ds>       127.0.0.1:port list of ds0/ds1's servers, primary first
+#   scripts/sandbox.sh up --spare         also start ds2, an empty spare server (no replicas, no
+#                                         seed: the target of `shards move`), emptied at each up
 #
 # The ports `up` used are recorded in <sandbox>/ports: later commands on that sandbox use
 # them when ROUTEKEY_DS0_PORT/DS1_PORT are unset, and refuse others while it runs.
 # Environment: ROUTEKEY_SANDBOX_DIR (default <repo>/.sandbox),
 #              ROUTEKEY_DS0_PORT (default 33061), ROUTEKEY_DS1_PORT (default 33062),
+#              ROUTEKEY_DS2_PORT (the spare, default ROUTEKEY_DS1_PORT + 1),
 #              ROUTEKEY_REPLICAS (default 0; up's --replicas wins).
 # Servers listen on 127.0.0.1 only; user root, empty password; user routekey_ed25519
 # (password ed25519-secret, every privilege) logs in with the ed25519 plugin. They offer TLS with the
@@ -82,14 +85,19 @@ RECORDED_PORTS=""
 if [[ -f "$PORTS_FILE" ]]; then
     read -r RECORDED_PORTS <"$PORTS_FILE" || true
     read -r -a recorded <<<"$RECORDED_PORTS"
-    if (( ${#recorded[@]} == 2 )); then
+    if (( ${#recorded[@]} >= 2 )); then
         [[ -n "${ROUTEKEY_DS0_PORT:-}" ]] || DS0_PORT="${recorded[0]}"
         [[ -n "${ROUTEKEY_DS1_PORT:-}" ]] || DS1_PORT="${recorded[1]}"
     fi
+    RECORDED_PORTS="${recorded[0]:-} ${recorded[1]:-}"
+fi
+DS2_PORT="${ROUTEKEY_DS2_PORT:-$((DS1_PORT + 1))}"
+if [[ -f "$SANDBOX_DIR/spare-port" && -z "${ROUTEKEY_DS2_PORT:-}" ]]; then
+    read -r DS2_PORT <"$SANDBOX_DIR/spare-port" || true
 fi
 
 # Server names: ds0, ds1 (the primaries `up` makes) and dsXrK (replica K, 1-9, of dsX).
-valid_name() { [[ "$1" =~ ^ds[01](r[1-9])?$ ]]; }
+valid_name() { [[ "$1" =~ ^ds[01](r[1-9])?$ || "$1" == ds2 ]]; }
 ds_of() { printf '%s\n' "${1:0:3}"; }
 replica_index() { # 0 for ds0/ds1, K for dsXrK
     if [[ "$1" == *r* ]]; then printf '%s\n' "${1#*r}"; else printf '0\n'; fi
@@ -100,6 +108,7 @@ port_of() {
     case "$(ds_of "$1")" in
         ds0) base="$DS0_PORT" ;;
         ds1) base="$DS1_PORT" ;;
+        ds2) base="$DS2_PORT" ;;
     esac
     printf '%s\n' "$(( base + 10 * $(replica_index "$1") ))"
 }
@@ -704,22 +713,52 @@ check_server() {
 # server's domain, positions ahead of a reset binary log) would otherwise come back later as
 # events sent twice or out-of-order errors (gtid_strict_mode). Not without replicas: RESET MASTER
 # waits for a binlog checkpoint (up to ~1 s); --binlog-expire-logs-seconds bounds the files.
+# Replication connections a `shards move` made and a killed test left behind: the named ones
+# (`SHOW ALL SLAVES STATUS`) stopped and forgotten.
+forget_named_connections() {
+    local name="$1" conn sql=""
+    while IFS=$'\t' read -r conn _; do
+        [[ -n "$conn" ]] && sql+="STOP SLAVE '$conn'; RESET SLAVE '$conn' ALL;"
+    done < <(client "$(port_of "$name")" -N -B -e "SHOW ALL SLAVES STATUS" | cut -f1)
+    [[ -z "$sql" ]] || sql_on "$name" "$sql"
+}
+
+# The spare ds2: running, empty (no databases but MariaDB's, an empty binary log, no
+# replication), the sandbox's accounts.
+spare_up() {
+    [[ -f "$(datadir_of ds2)/.initialized" ]] || init_datadir ds2
+    start_server ds2
+    wait_ready ds2
+    check_server ds2
+    forget_named_connections ds2
+    local db drop="SET SESSION sql_log_bin=0;"
+    while IFS= read -r db; do
+        [[ -n "$db" ]] && drop+=" DROP DATABASE \`$db\`;"
+    done < <(user_databases ds2)
+    sql_on ds2 "$drop STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF; RESET MASTER; SET GLOBAL gtid_slave_pos = ''"
+    ensure_accounts ds2
+    printf '%s\n' "$DS2_PORT" >"$SANDBOX_DIR/spare-port"
+    echo "  ds2 127.0.0.1:$DS2_PORT  the spare: empty, no shards (server_id 3)"
+}
+
 detach_replica() { sql_on "$1" "SET GLOBAL read_only = ON; STOP SLAVE; RESET SLAVE ALL"; }
 reset_primary() {
     local reset=""
     (( $(replica_count) == 0 )) || reset="RESET MASTER; SET GLOBAL gtid_slave_pos = '';"
+    forget_named_connections "$1"
     sql_on "$1" "STOP SLAVE; RESET SLAVE ALL;
         SET GLOBAL rpl_semi_sync_master_enabled = OFF; SET GLOBAL rpl_semi_sync_slave_enabled = OFF;
         SET GLOBAL read_only = OFF; $reset"
 }
 
 cmd_up() {
-    local replicas="${ROUTEKEY_REPLICAS:-0}"
+    local replicas="${ROUTEKEY_REPLICAS:-0}" spare=0
     while (( $# > 0 )); do
         case "$1" in
-            --replicas) (( $# >= 2 )) || die "usage: $0 up [--replicas N]"; replicas="$2"; shift 2 ;;
+            --replicas) (( $# >= 2 )) || die "usage: $0 up [--replicas N] [--spare]"; replicas="$2"; shift 2 ;;
             --replicas=*) replicas="${1#*=}"; shift ;;
-            *) die "usage: $0 up [--replicas N]" ;;
+            --spare) spare=1; shift ;;
+            *) die "usage: $0 up [--replicas N] [--spare]" ;;
         esac
     done
     [[ "$replicas" =~ ^[0-9]$ ]] || die "the number of replicas must be 0-9, not '$replicas'"
@@ -771,6 +810,7 @@ cmd_up() {
         done
     fi
     summary
+    (( spare == 0 )) || spare_up
 }
 
 cmd_down() {
@@ -785,6 +825,7 @@ cmd_down() {
     if [[ -d "$SANDBOX_DIR" ]]; then
         mapfile -t names < <(replica_dirs)
         names=("${SERVERS[@]}" "${names[@]}")
+        [[ -d "$(datadir_of ds2)" ]] && names+=(ds2)
         run_parallel stop_server "${names[@]}" || die "stopping servers failed"
     fi
     if (( purge )) && [[ -d "$SANDBOX_DIR" ]]; then
@@ -803,6 +844,7 @@ cmd_status() {
     local -a names=()
     [[ -d "$SANDBOX_DIR" ]] && mapfile -t names < <(all_servers)
     (( ${#names[@]} > 0 )) || names=("${SERVERS[@]}")
+    [[ -f "$(datadir_of ds2)/.initialized" ]] && names+=(ds2)
     for name in "${names[@]}"; do
         port="$(port_of "$name")"
         pid=""
@@ -832,7 +874,7 @@ cmd_status() {
 # Name of an initialised server of this sandbox, or die.
 known_server() {
     valid_name "$1" || die "unknown server '$1' (ds0, ds1, ds0r1, ds1r1, ...)"
-    if (( $(replica_index "$1") > $(replica_count) )) || [[ ! -f "$(datadir_of "$1")/.initialized" ]]; then
+    if { [[ "$1" != ds2 ]] && (( $(replica_index "$1") > $(replica_count) )); } || [[ ! -f "$(datadir_of "$1")/.initialized" ]]; then
         die "$1 is not a server of the sandbox in $SANDBOX_DIR (scripts/sandbox.sh up [--replicas N])"
     fi
 }
