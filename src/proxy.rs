@@ -14,6 +14,8 @@ use crate::route::Router;
 use crate::route::index::MysqlIndexTable;
 use crate::sql::shape::AnalysisCache;
 
+pub mod shard_map;
+
 /// After the drain deadline: how long killing running statements may take, and then how
 /// long killed sessions get to roll back and end before they are aborted (so a drain ends
 /// at most twice this after `drain_timeout`, whatever the backends do).
@@ -159,6 +161,8 @@ pub struct Proxy {
     session_defaults_read: std::sync::Mutex<Option<std::time::Instant>>,
     /// Held while they are read.
     reading_session_defaults: tokio::sync::Mutex<()>,
+    /// The versioned shard map this proxy follows ([`shard_map`]).
+    pub shard_map: shard_map::Follower,
 }
 
 /// What a new session starts with on the servers, read from the default datasource's
@@ -214,10 +218,13 @@ impl Proxy {
         let runtime = Runtime::build(config.clone(), None);
         let issuer =
             crate::issuance::Issuer::new(config.clone(), Arc::new(crate::issuance::SystemClock));
+        let shard_map = shard_map::Follower::new(&config);
         if let Some(cluster) = runtime.topology.cluster(config.index.datasource) {
             cluster.follow(&issuer.lease_primary_cell());
+            cluster.follow(&shard_map.store.primary_cell());
         }
         Arc::new(Self {
+            shard_map,
             issuer,
             sessions: Default::default(),
             logins: Default::default(),
@@ -398,6 +405,8 @@ impl Proxy {
     }
 
     fn try_reload(&self, config: Config) -> Result<u64, String> {
+        // Where shards live is the shard map table's (when read), not the file's.
+        let config = self.shard_map.overlay(config)?;
         let first = &self.config;
         let mut fixed = Vec::new();
         if config.server.listen != first.server.listen {
@@ -443,16 +452,23 @@ impl Proxy {
                 fixed.join(", ")
             ));
         }
+        Ok(self.install(config))
+    }
+
+    /// Builds the runtime of `config` from the one in force and puts it in force; its
+    /// generation.
+    fn install(&self, config: Config) -> u64 {
         let config = Arc::new(config);
         let previous = self.runtime.load_full();
         let next = Runtime::build(config.clone(), Some(&previous));
         if let Some(cluster) = next.topology.cluster(config.index.datasource) {
             cluster.follow(&self.issuer.lease_primary_cell());
+            cluster.follow(&self.shard_map.store.primary_cell());
         }
         let generation = next.generation;
         self.issuer.reconfigure(config);
         self.runtime.store(Arc::new(next));
-        Ok(generation)
+        generation
     }
 
     /// The version string clients see in the greeting: `server.server_version` when set,
@@ -499,5 +515,93 @@ impl Proxy {
                 return id;
             }
         }
+    }
+}
+
+/// The versioned shard map ([`shard_map`]): read, applied, waited for at a fence.
+impl Proxy {
+    /// The shard map version in force (0: the configuration's ranges, the table not yet
+    /// read).
+    pub fn map_version(&self) -> u64 {
+        self.runtime.load().config.sharding.map_version
+    }
+
+    /// Reads the newest shard map version (creating and seeding the table when it is
+    /// missing or empty) and puts it in force when it is newer than the one in force; the
+    /// version in force after.
+    ///
+    /// # Errors
+    /// The table could not be read (counted in `routekey_shard_map_read_failures_total`),
+    /// or its newest version cannot apply to this proxy's configuration (counted in
+    /// `routekey_shard_map_apply_failures_total`; the version in force stays).
+    pub async fn refresh_shard_map(&self) -> Result<u64, String> {
+        let config = self.runtime().config.clone();
+        let f = &self.shard_map;
+        let map = match f.store.newest_or_seed(&config).await {
+            Ok(map) => map,
+            Err(e) => {
+                f.read_failures.fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
+        f.newest_read.fetch_max(map.version, Ordering::Relaxed);
+        if map.version <= self.map_version() {
+            return Ok(self.map_version());
+        }
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.runtime.load().config.clone();
+        if map.version <= current.sharding.map_version {
+            return Ok(current.sharding.map_version);
+        }
+        let next = map.apply(&current).inspect_err(|_| {
+            f.apply_failures.fetch_add(1, Ordering::Relaxed);
+        })?;
+        let before = f.applied();
+        if before
+            .as_ref()
+            .is_some_and(|b| b.datasources != map.datasources)
+        {
+            tracing::info!(version = map.version, shards = %map.describe(), "shard map version applied");
+        } else {
+            tracing::debug!(version = map.version, shards = %map.describe(), "shard map version applied");
+        }
+        *f.applied
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map.clone());
+        self.install(next);
+        f.changed.notify_waiters();
+        Ok(map.version)
+    }
+
+    /// After a statement under shard map `version` found a shard table missing: waits until
+    /// a newer version is in force, as long as a move's cut-over stands fenced (the moves
+    /// table says so) and at most `shard_map.fence_wait`. Reads the map at once first (a
+    /// proxy polling slowly learns of a published move here).
+    pub async fn await_shard_map_after(&self, version: u64) -> shard_map::FenceWait {
+        let wait = self.runtime().config.shard_map.fence_wait;
+        let deadline = std::time::Instant::now() + wait;
+        let result = loop {
+            let _ = self.refresh_shard_map().await;
+            if self.map_version() > version {
+                break shard_map::FenceWait::Moved;
+            }
+            match self.shard_map.store.cut_over_in_progress().await {
+                Ok(true) => {}
+                // Nothing moving (or the moves table unreadable): the table is missing for
+                // another reason; the statement's own error stands.
+                Ok(false) | Err(_) => break shard_map::FenceWait::NotMoving,
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break shard_map::FenceWait::TimedOut;
+            }
+            let _ = tokio::time::timeout(
+                left.min(shard_map::FENCE_POLL),
+                self.shard_map.changed.notified(),
+            )
+            .await;
+        };
+        self.shard_map.count_fence_wait(result);
+        result
     }
 }

@@ -226,9 +226,9 @@ pub async fn serve(
 }
 
 /// The tasks that run beside the sessions while the proxy serves: learning the datasources'
-/// database names (for the scope check: now, then every minute) and closing idle clients
-/// past their `wait_timeout`. They hold the proxy weakly; the caller aborts them at the end.
-fn background_tasks(proxy: &Arc<Proxy>) -> [tokio::task::JoinHandle<()>; 3] {
+/// database names (for the scope check: now, then every minute), closing idle clients
+/// past their `wait_timeout`, the XA resolver and following the shard map table. They hold the proxy weakly; the caller aborts them at the end.
+fn background_tasks(proxy: &Arc<Proxy>) -> [tokio::task::JoinHandle<()>; 4] {
     // The datasources' database names, for the scope check: now, then every minute.
     let learner = Arc::downgrade(proxy);
     let learning = tokio::spawn(async move {
@@ -268,7 +268,35 @@ fn background_tasks(proxy: &Arc<Proxy>) -> [tokio::task::JoinHandle<()>; 3] {
             tokio::time::sleep(pause).await;
         }
     });
-    [learning, sweeping, resolving]
+    // The shard map table: read now, then every shard_map.poll_interval.
+    let follower = Arc::downgrade(proxy);
+    let following = tokio::spawn(async move {
+        let mut failing = false;
+        loop {
+            let Some(proxy) = follower.upgrade() else {
+                return;
+            };
+            match proxy.refresh_shard_map().await {
+                Ok(_) if failing => {
+                    failing = false;
+                    tracing::info!(
+                        version = proxy.map_version(),
+                        "the shard map table answers again"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, version = proxy.map_version(), "the shard map table cannot be followed; the version in force stays (retrying every poll_interval)");
+                }
+                Err(_) => {}
+            }
+            let pause = proxy.runtime().config.shard_map.poll_interval;
+            drop(proxy);
+            tokio::time::sleep(pause).await;
+        }
+    });
+    [learning, sweeping, resolving, following]
 }
 
 /// At the drain deadline: the sessions left are killed and, if still stuck after

@@ -681,10 +681,10 @@ async fn show_routekey_shards_and_pools_describe_the_map_and_a_datasource_that_i
         .await;
     assert_eq!(server_code(e), 1429);
 
-    type ShardRow = (u32, String, String, String, String, String);
+    type ShardRow = (u32, String, String, String, String, String, u64);
     let shards: Vec<ShardRow> = c.query("SHOW ROUTEKEY SHARDS").await.unwrap();
     assert_eq!(shards.len(), config.sharding.shards.len());
-    for (shard, channel_name, datasource, database, tables, pool) in &shards {
+    for (shard, channel_name, datasource, database, tables, pool, _map_version) in &shards {
         let s = &config.sharding.shards[*shard as usize];
         let ds = usize::from(s.datasource.0);
         assert_eq!(datasource, &config.datasources[ds].name);

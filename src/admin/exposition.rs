@@ -28,6 +28,7 @@ pub fn render(proxy: &Proxy) -> String {
     pools(&mut r, &rt);
     topology(&mut r, &rt);
     transactions(&mut r, proxy);
+    shard_map(&mut r, proxy);
     issuance(&mut r, proxy, &rt);
 
     let info = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
@@ -287,6 +288,48 @@ fn transactions(r: &mut Registry, proxy: &Proxy) {
         "xa_in_doubt_oldest_seconds",
         "Seconds since this sidecar's resolver first saw the oldest prepared XA branch still there (0 when none)",
         age,
+    );
+}
+
+/// The shard map this sidecar follows and the fences its statements met (issue 28).
+fn shard_map(r: &mut Registry, proxy: &Proxy) {
+    let f = &proxy.shard_map;
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let gauge = |v: u64| {
+        let g = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+        g.set(i64::try_from(v).unwrap_or(i64::MAX));
+        g
+    };
+    r.register(
+        "shard_map_version",
+        "The shard map version this sidecar routes by (0: the configuration's ranges, the shard map table not read yet)",
+        gauge(proxy.map_version()),
+    );
+    r.register(
+        "shard_map_newest_version",
+        "The newest shard map version this sidecar read from the table",
+        gauge(f.newest_read()),
+    );
+    r.register(
+        "shard_map_read_failures",
+        "Reads of the shard map table that failed",
+        counter(n(&f.read_failures)),
+    );
+    r.register(
+        "shard_map_apply_failures",
+        "Shard map versions read that this sidecar could not apply (a datasource its configuration lacks)",
+        counter(n(&f.apply_failures)),
+    );
+    let waits = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+    for (i, result) in ["moved", "not_moving", "timed_out"].into_iter().enumerate() {
+        waits
+            .get_or_create(&vec![("result", result)])
+            .inc_by(n(&f.fence_waits[i]));
+    }
+    r.register(
+        "shard_fence_waits",
+        "Statements that met a moved shard's fence (its table renamed away on the old datasource) and waited for the shard map, by result: moved (ran again under the new map), not_moving (no cut-over stood: the error stands), timed_out (shard_map.fence_wait passed)",
+        waits,
     );
 }
 

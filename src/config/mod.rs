@@ -8,6 +8,7 @@ mod credential;
 pub mod env;
 mod model;
 mod raw;
+pub mod shard_map;
 mod validate;
 
 use std::path::Path;

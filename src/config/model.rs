@@ -64,6 +64,8 @@ pub struct Config {
     pub topology: TopologySettings,
     /// Transactions that write on several datasources (`[transactions]`).
     pub transactions: Transactions,
+    /// The versioned shard map in the meta datasource (`[shard_map]`).
+    pub shard_map: ShardMapConfig,
     /// Keys set by `ROUTEKEY_...` environment overrides ([`mod@env`]), dotted; empty when none.
     pub overrides: Vec<String>,
 }
@@ -427,6 +429,35 @@ impl Transactions {
     }
 }
 
+/// `[shard_map]`: the versioned shard map in the meta datasource (docs/operations.md,
+/// "Moving shards"). The configuration's `[[sharding.shards]]` seed it; after that the
+/// table decides where each shard lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardMapConfig {
+    /// The table of shard map versions, in the index database on the meta datasource
+    /// (default `routekey_shard_map`, created if missing).
+    pub table: String,
+    /// The table of `shards move` runs, next to it (default `routekey_shard_moves`).
+    pub moves_table: String,
+    /// Time between two reads of the newest version (default 1 s).
+    pub poll_interval: Duration,
+    /// How long a statement that met a moved shard's fence (its table renamed away on the
+    /// old datasource while a move cuts over) waits for the map that moves it, then runs
+    /// once more (default 5 s).
+    pub fence_wait: Duration,
+}
+
+impl Default for ShardMapConfig {
+    fn default() -> Self {
+        Self {
+            table: "routekey_shard_map".to_owned(),
+            moves_table: "routekey_shard_moves".to_owned(),
+            poll_interval: Duration::from_secs(1),
+            fence_wait: Duration::from_secs(5),
+        }
+    }
+}
+
 /// A client authentication plugin the proxy speaks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -598,6 +629,9 @@ pub struct Sharding {
     pub shards: Vec<Shard>,
     /// Changes whenever the shard map changes; part of every cache key.
     pub shard_map_version: u64,
+    /// The version of the shard map table in force ([`crate::config::shard_map`]); 0 while
+    /// the configuration's `[[sharding.shards]]` are (before the table was first read).
+    pub map_version: u64,
     /// Order ids no layer resolves (default: empty answer).
     pub unresolved_reads: UnresolvedReads,
     /// Rows (or groups) a merge of several shards' results may hold in memory before the

@@ -33,6 +33,48 @@ pub struct RawConfig {
     pub topology: RawTopology,
     #[serde(default)]
     pub transactions: RawTransactions,
+    #[serde(default)]
+    pub shard_map: RawShardMap,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawShardMap {
+    #[serde(default = "default_shard_map_table")]
+    pub table: String,
+    #[serde(default = "default_moves_table")]
+    pub moves_table: String,
+    #[serde(default = "default_poll_interval", with = "humantime_serde")]
+    pub poll_interval: Duration,
+    #[serde(default = "default_fence_wait", with = "humantime_serde")]
+    pub fence_wait: Duration,
+}
+
+impl Default for RawShardMap {
+    fn default() -> Self {
+        Self {
+            table: default_shard_map_table(),
+            moves_table: default_moves_table(),
+            poll_interval: default_poll_interval(),
+            fence_wait: default_fence_wait(),
+        }
+    }
+}
+
+fn default_shard_map_table() -> String {
+    "routekey_shard_map".to_owned()
+}
+
+fn default_moves_table() -> String {
+    "routekey_shard_moves".to_owned()
+}
+
+fn default_poll_interval() -> Duration {
+    Duration::from_secs(1)
+}
+
+fn default_fence_wait() -> Duration {
+    Duration::from_secs(5)
 }
 
 #[derive(Debug, Deserialize)]

@@ -15,6 +15,7 @@ mod checks;
 pub mod command;
 mod explain;
 mod failover;
+mod fence;
 mod gather;
 mod ids;
 mod load;

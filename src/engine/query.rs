@@ -2,6 +2,7 @@
 //! statements (when the client negotiated several per query); each is classified from its
 //! tokens and handed to its handler; the first error ends the query, as in MySQL.
 
+use super::fence::AfterFence;
 use std::future::Future;
 use std::time::Duration;
 
@@ -135,7 +136,20 @@ impl Session {
         let started = std::time::Instant::now();
         self.handle
             .set_activity(self.state.database.as_deref(), Some(("Query", sql)));
-        let result = self.bounded_statement(client, sql, lexed, more).await;
+        let version = self.rt.config.sharding.map_version;
+        let written = client.stream.packets_written();
+        let mut result = self.bounded_statement(client, sql, lexed, more).await;
+        if let Err(e) = &result {
+            let untouched =
+                written == client.stream.packets_written() && client.held_back.is_none();
+            match self.after_fence(e, version, untouched).await {
+                AfterFence::Stands => {}
+                AfterFence::RunAgain => {
+                    result = self.bounded_statement(client, sql, None, more).await;
+                }
+                AfterFence::Replace(e) => result = Err(e),
+            }
+        }
         self.statement_done(sql, &result, started);
         let Err(e) = result else {
             return Ok(true);

@@ -255,7 +255,8 @@ impl Session {
     /// `database`, `tables` (the physical tables, comma-separated, in the order of the
     /// configuration's sharded tables), `pool` (its datasource's main pool: `up` with its
     /// open and idle connections, or `down` with the last connect error when it has no
-    /// connection and connecting failed).
+    /// connection and connecting failed), `map_version` (the shard map version this session
+    /// routes by: 0 before the shard map table was first read).
     pub fn show_route_shards(
         &mut self,
         client: &mut Client,
@@ -271,7 +272,9 @@ impl Session {
             varchar("database", 64, charset),
             varchar("tables", 1024, charset),
             varchar("pool", 512, charset),
+            unsigned_column("map_version", 20),
         ];
+        let version = config.sharding.map_version.to_string().into_bytes();
         let rows: Vec<Vec<Option<Vec<u8>>>> = config
             .sharding
             .shards
@@ -311,6 +314,7 @@ impl Session {
                     Some(s.database.clone().into_bytes()),
                     Some(s.tables.join(", ").into_bytes()),
                     Some(pool.into_bytes()),
+                    Some(version.clone()),
                 ]
             })
             .collect();

@@ -166,6 +166,11 @@ impl Stop {
         self.0.send_replace(true);
     }
 
+    /// Whether a stop was asked for.
+    pub fn requested(&self) -> bool {
+        *self.0.borrow()
+    }
+
     /// Resolves once a stop is asked for.
     pub async fn wait(&self) {
         let mut rx = self.0.subscribe();

@@ -15,6 +15,7 @@
 
 pub mod effects;
 pub mod index;
+pub mod shard_map;
 pub mod shared_cache;
 pub mod stats;
 pub mod value;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::checker::Checker;
-use crate::config::model::{ConfigError, TopologySettings, Transactions};
+use crate::config::model::{ConfigError, ShardMapConfig, TopologySettings, Transactions};
 use crate::config::raw::{RawConfig, RawDatasource};
 
 /// A datasource's servers: `address` alone, or `members` (one of the two; each `host:port`,
@@ -93,6 +93,40 @@ pub(super) fn topology(c: &Checker, raw: &RawConfig) -> Result<TopologySettings,
 
 /// `[transactions]`: positive durations, a retention well beyond the abandon age (a
 /// decision must outlive every branch that may still ask for it), names MariaDB accepts.
+/// `[shard_map]`: table names of 1 to 64 characters, two different ones; a poll interval and
+/// a fence wait above 0.
+pub(super) fn shard_map(c: &Checker, raw: &RawConfig) -> Result<ShardMapConfig, ConfigError> {
+    let m = &raw.shard_map;
+    for (key, value) in [
+        ("poll_interval", m.poll_interval),
+        ("fence_wait", m.fence_wait),
+    ] {
+        if value.is_zero() {
+            return Err(c.err(None, format!("shard_map.{key}: must be more than 0s")));
+        }
+    }
+    for (key, name) in [("table", &m.table), ("moves_table", &m.moves_table)] {
+        if name.is_empty() || name.len() > 64 {
+            return Err(c.err(None, format!("shard_map.{key}: 1 to 64 characters")));
+        }
+    }
+    if m.table.eq_ignore_ascii_case(&m.moves_table)
+        || m.table.eq_ignore_ascii_case(&raw.index.table)
+        || m.moves_table.eq_ignore_ascii_case(&raw.index.table)
+    {
+        return Err(c.err(
+            None,
+            "shard_map.table, shard_map.moves_table and index.table must be three different tables",
+        ));
+    }
+    Ok(ShardMapConfig {
+        table: m.table.clone(),
+        moves_table: m.moves_table.clone(),
+        poll_interval: m.poll_interval,
+        fence_wait: m.fence_wait,
+    })
+}
+
 pub(super) fn transactions(c: &Checker, raw: &RawConfig) -> Result<Transactions, ConfigError> {
     let t = &raw.transactions;
     for (key, value) in [

@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::model::*;
 use super::raw::RawConfig;
 use crate::id::IdLayout;
-use cluster::{members, topology, transactions};
+use cluster::{members, shard_map, topology, transactions};
 use sources::{cache, secret};
 
 mod checker;
@@ -87,6 +87,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Config, ConfigError> 
         },
         topology: topology(&c, &raw)?,
         transactions: transactions(&c, &raw)?,
+        shard_map: shard_map(&c, &raw)?,
         overrides: Vec::new(),
     })
 }

@@ -51,6 +51,7 @@ pub(super) fn sharding(
         region_column: raw.region_column.to_ascii_lowercase(),
         shards,
         shard_map_version: hasher.finish(),
+        map_version: 0,
         unresolved_reads: raw.unresolved_reads,
         merge_row_cap,
         max_fan_out,

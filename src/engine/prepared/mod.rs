@@ -7,6 +7,7 @@
 //! connection keeps the statements it prepared, and prepares again after it was reset or
 //! replaced. Rows are the backend's binary-protocol packets, relayed.
 
+use super::fence::AfterFence;
 use mysql_common::constants::Command as ProtocolCommand;
 
 pub(super) mod registry;
@@ -311,8 +312,23 @@ impl Session {
                 usize::try_from(self.rt.config.sharding.merge_row_cap).unwrap_or(usize::MAX),
             );
         }
+        let version = self.rt.config.sharding.map_version;
+        let written = client.stream.packets_written();
         let result = match checked {
-            Ok(()) => self.execute_with(client, &mut statement, payload).await,
+            Ok(()) => match self.execute_with(client, &mut statement, payload).await {
+                Err(e) => {
+                    let untouched =
+                        written == client.stream.packets_written() && client.held_back.is_none();
+                    match self.after_fence(&e, version, untouched).await {
+                        AfterFence::Stands => Err(e),
+                        AfterFence::RunAgain => {
+                            self.execute_with(client, &mut statement, payload).await
+                        }
+                        AfterFence::Replace(e) => Err(e),
+                    }
+                }
+                ok => ok,
+            },
             Err(e) => Err(e),
         };
         let result = match (cursor, result) {
