@@ -14,7 +14,8 @@
 //!                               the command loop, which hands each command to the engine
 //!  9 engine                     the sessions: their state, each command to its reply
 //!  8 proxy                      the state sessions share (configuration, pools, router, issuer)
-//!  7 execute                    runs a plan's steps on backend connections, applies effects
+//!  7 execute moves              runs a plan's steps on backend connections, applies effects;
+//!                               `shards move`: copy, catch up, verify, cut over
 //!  6 plan issuance legacy       the pure planner; order id issuance; verify and backfill;
 //!    topology                   the members of clustered datasources: primary, replicas
 //!  5 backend route rewrite wire per-datasource pools and the one reply reader; order id ->
@@ -48,6 +49,7 @@ pub mod issuance;
 pub mod legacy;
 pub mod merge;
 pub mod metrics;
+pub mod moves;
 pub mod plan;
 pub mod process;
 pub mod protocol;

@@ -74,6 +74,46 @@ enum Cmd {
         #[command(subcommand)]
         command: IndexCmd,
     },
+    /// Where shards live: the versioned shard map, and moving shards to another datasource.
+    Shards {
+        #[command(subcommand)]
+        command: ShardsCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ShardsCmd {
+    /// Move shards to another datasource while the applications keep writing: copy, catch
+    /// up, verify, cut over (docs/operations.md, "Moving shards"). Resumable: run the same
+    /// command again after a kill or an error to go on. Exit 0: done; 1: the checksums
+    /// differ (nothing cut over); 2: not finished (rerun to go on).
+    Move {
+        /// The shards, `8-11` or `8`, all on one datasource.
+        #[arg(long, value_parser = routekey_proxy::config::shard_map::parse_shard_range)]
+        shards: std::ops::RangeInclusive<u32>,
+        /// The datasource to move them to (defined in every proxy's configuration).
+        #[arg(long, required_unless_present_any = ["abort", "finish", "reverse"])]
+        to: Option<String>,
+        /// Undo the move under way (before its shard map version is published).
+        #[arg(long, conflicts_with_all = ["to", "finish", "reverse"])]
+        abort: bool,
+        /// Drop the source tables the switched moves of these shards kept (renamed).
+        #[arg(long, conflicts_with_all = ["to", "reverse"])]
+        finish: bool,
+        /// Move the shards back where their last switched move took them from.
+        #[arg(long, conflicts_with = "to")]
+        reverse: bool,
+        /// The longest writes to the moved shards may pause at the cut-over; a target
+        /// further behind makes the cut-over wait and try again.
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        max_pause: Duration,
+        /// Give up catching up (or waiting for a cut-over moment) after this long; the move
+        /// stays where it is.
+        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        catch_up_timeout: Duration,
+    },
+    /// The newest shard map version and the last moves.
+    Status,
 }
 
 #[derive(Subcommand)]
@@ -186,6 +226,39 @@ fn main() -> ExitCode {
                     report,
                 };
                 tools::run_backfill(&c, &options)
+            }));
+        }
+        Cmd::Shards { command } => {
+            return exit_status(load(&cli.config).and_then(|c| match command {
+                ShardsCmd::Status => tools::run_shards_status(&c),
+                ShardsCmd::Move {
+                    shards,
+                    to,
+                    abort,
+                    finish,
+                    reverse,
+                    max_pause,
+                    catch_up_timeout,
+                } => {
+                    let action = match (to, abort, finish, reverse) {
+                        (_, true, _, _) => routekey_proxy::moves::Action::Abort,
+                        (_, _, true, _) => routekey_proxy::moves::Action::Finish,
+                        (_, _, _, true) => routekey_proxy::moves::Action::Reverse,
+                        (Some(to), ..) => routekey_proxy::moves::Action::To(to),
+                        (None, ..) => return Err("--to, --abort, --finish or --reverse".into()),
+                    };
+                    tools::run_shards_move(
+                        &c,
+                        &routekey_proxy::moves::MoveOptions {
+                            shards,
+                            action,
+                            max_pause,
+                            catch_up_timeout,
+                            connect_timeout: Duration::from_secs(10),
+                            terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                        },
+                    )
+                }
             }));
         }
         Cmd::Serve => {

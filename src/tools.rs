@@ -148,6 +148,27 @@ pub fn run_backfill(
     })
 }
 
+/// Runs `shards move` to its end, prints the summary on stdout and returns the exit status
+/// (0 done, 1 the checksums differ, 2 not finished: rerun to go on). Ctrl-C or SIGTERM stop
+/// it at the next safe point (never with the fence standing); a rerun goes on.
+///
+/// # Errors
+/// The move could not start (see [`crate::moves::run`]).
+pub fn run_shards_move(config: &Config, options: &crate::moves::MoveOptions) -> Result<u8, String> {
+    run_to_end(|stop| async move { crate::moves::run(config, options, stop).await })
+}
+
+/// Prints `shards status` (the newest shard map version and the last moves); exit 0.
+///
+/// # Errors
+/// The meta datasource did not answer.
+pub fn run_shards_status(config: &Config) -> Result<u8, String> {
+    run_to_end(|_stop| async move {
+        let text = crate::moves::status(config, std::time::Duration::from_secs(10)).await?;
+        Ok((text, 0))
+    })
+}
+
 /// Runs a tool on a runtime of its own, stopped by Ctrl-C or SIGTERM; prints the summary it
 /// returns and returns its exit status.
 fn run_to_end<F, Fut>(run: F) -> Result<u8, String>
@@ -184,7 +205,7 @@ fn stop_on_ctrl_c() -> std::sync::Arc<crate::legacy::Stop> {
             _ = int.recv() => {}
             _ = term.recv() => {}
         }
-        eprintln!("stopping after the current order id (Ctrl-C again to abort at once)");
+        eprintln!("stopping at the next safe point (Ctrl-C again to abort at once)");
         flag.request();
         tokio::select! {
             _ = int.recv() => {}

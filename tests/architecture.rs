@@ -327,7 +327,8 @@ const LAYERS: &[&[&str]] = &[
     // The pure planner; id issuance; the legacy-id tools; the members of clustered
     // datasources.
     &["plan", "issuance", "legacy", "topology"],
-    &["execute"],
+    // Running plans on backend connections; moving shards between datasources.
+    &["execute", "moves"],
     // The state sessions share.
     &["proxy"],
     // The sessions: each command to its reply.

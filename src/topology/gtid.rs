@@ -49,6 +49,11 @@ impl GtidSet {
         Ok(set)
     }
 
+    /// Its GTIDs, one per domain, by domain.
+    pub fn iter(&self) -> impl Iterator<Item = &Gtid> {
+        self.0.iter()
+    }
+
     /// Nothing required.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
