@@ -2,7 +2,8 @@
 # Runs every test of routekey-proxy on this machine: brings the MariaDB sandbox up (installing
 # MariaDB when missing), installs redis-server when missing (tests/redis.rs starts its own),
 # runs `cargo test` (unit tests and the in-process end-to-end tests; tests/topology/
-# starts a sandbox of its own with replicas, .sandbox-topology, taken down at the end), the
+# starts a sandbox of its own with replicas, .sandbox-topology; tests/xa/ and tests/moves/ their
+# own, .sandbox-xa and .sandbox-move with a spare ds2; all taken down at the end), the
 # Prometheus test
 # (scripts/prometheus-test.sh: the Grafana dashboard's expressions against a real Prometheus
 # scraping a proxy under a known workload; installs prometheus with apt-get when missing),
@@ -44,6 +45,14 @@ cleanup() {
         ROUTEKEY_SANDBOX_DIR="${ROUTEKEY_XA_SANDBOX_DIR:-.sandbox-xa}" \
             ROUTEKEY_DS0_PORT="${ROUTEKEY_XA_DS0_PORT:-33361}" \
             ROUTEKEY_DS1_PORT="${ROUTEKEY_XA_DS1_PORT:-33362}" \
+            scripts/sandbox.sh down --purge >/dev/null 2>&1 || true
+    fi
+    # The sandbox tests/moves/ starts (ds0, ds1 and the spare ds2 that shards move to).
+    if [[ -d "${ROUTEKEY_MOVE_SANDBOX_DIR:-.sandbox-move}" ]]; then
+        ROUTEKEY_SANDBOX_DIR="${ROUTEKEY_MOVE_SANDBOX_DIR:-.sandbox-move}" \
+            ROUTEKEY_DS0_PORT="${ROUTEKEY_MOVE_DS0_PORT:-33461}" \
+            ROUTEKEY_DS1_PORT="${ROUTEKEY_MOVE_DS1_PORT:-33462}" \
+            ROUTEKEY_DS2_PORT="${ROUTEKEY_MOVE_DS2_PORT:-33463}" \
             scripts/sandbox.sh down --purge >/dev/null 2>&1 || true
     fi
 }

@@ -575,18 +575,22 @@ impl Proxy {
 
     /// After a statement under shard map `version` found a shard table missing: waits until
     /// a newer version is in force, as long as a move's cut-over stands fenced (the moves
-    /// table says so) and at most `shard_map.fence_wait`. Reads the map at once first (a
+    /// table says so) and at most `shard_map.fence_wait`; a fence undone meanwhile (the
+    /// cut-over tries again later, or an abort) ends the wait too. Reads the map at once first (a
     /// proxy polling slowly learns of a published move here).
     pub async fn await_shard_map_after(&self, version: u64) -> shard_map::FenceWait {
         let wait = self.runtime().config.shard_map.fence_wait;
         let deadline = std::time::Instant::now() + wait;
+        let mut fenced = false;
         let result = loop {
             let _ = self.refresh_shard_map().await;
             if self.map_version() > version {
                 break shard_map::FenceWait::Moved;
             }
             match self.shard_map.store.cut_over_in_progress().await {
-                Ok(true) => {}
+                Ok(true) => fenced = true,
+                // The cut-over this statement waited for was undone: the tables are back.
+                Ok(false) if fenced => break shard_map::FenceWait::Undone,
                 // Nothing moving (or the moves table unreadable): the table is missing for
                 // another reason; the statement's own error stands.
                 Ok(false) | Err(_) => break shard_map::FenceWait::NotMoving,

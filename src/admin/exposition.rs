@@ -321,14 +321,17 @@ fn shard_map(r: &mut Registry, proxy: &Proxy) {
         counter(n(&f.apply_failures)),
     );
     let waits = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
-    for (i, result) in ["moved", "not_moving", "timed_out"].into_iter().enumerate() {
+    for (i, result) in ["moved", "not_moving", "undone", "timed_out"]
+        .into_iter()
+        .enumerate()
+    {
         waits
             .get_or_create(&vec![("result", result)])
             .inc_by(n(&f.fence_waits[i]));
     }
     r.register(
         "shard_fence_waits",
-        "Statements that met a moved shard's fence (its table renamed away on the old datasource) and waited for the shard map, by result: moved (ran again under the new map), not_moving (no cut-over stood: the error stands), timed_out (shard_map.fence_wait passed)",
+        "Statements that met a moved shard's fence (its table renamed away on the old datasource) and waited for the shard map, by result: moved (ran again under the new map), not_moving (no cut-over stood: the error stands), undone (the cut-over was undone: ran again under the same map), timed_out (shard_map.fence_wait passed: the error stands)",
         waits,
     );
 }

@@ -62,8 +62,12 @@ impl Session {
         if !untouched || !self.met_fence(e) {
             return AfterFence::Stands;
         }
-        if self.proxy.await_shard_map_after(version).await != FenceWait::Moved {
-            return AfterFence::Stands;
+        match self.proxy.await_shard_map_after(version).await {
+            FenceWait::Moved => {}
+            // The tables are back where the map says: run again (inside a transaction the
+            // statement changed nothing; outside, the same).
+            FenceWait::Undone => return AfterFence::RunAgain,
+            FenceWait::NotMoving | FenceWait::TimedOut => return AfterFence::Stands,
         }
         let moved = format!(
             "a shard this statement reaches moved to another datasource (shard map version {} is in force now, this {} began under version {version})",

@@ -21,6 +21,17 @@ const BATCH_ROWS: usize = 500;
 /// A server's; the move stays at its copy step (a rerun starts the copy over).
 pub async fn copy(ctx: &mut Ctx<'_>) -> Result<(String, u64), String> {
     servers::forget_replication(&mut ctx.target).await?;
+    // The database the target datasource's connections select (a new server has none).
+    let target_ds = ctx.config.datasource(ctx.target_id()).clone();
+    if let Some(db) = &target_ds.database {
+        ctx.target
+            .query_drop(format!(
+                "CREATE DATABASE IF NOT EXISTS {}",
+                crate::sql::quote_ident(db)
+            ))
+            .await
+            .map_err(|e| format!("creating database {db} on the target: {e}"))?;
+    }
     for t in &ctx.tables {
         let create: Option<(String, String)> = ctx
             .source

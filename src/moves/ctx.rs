@@ -62,6 +62,8 @@ pub struct Ctx<'a> {
     pub source_index: usize,
     /// The target's primary.
     pub target: mysql_async::Conn,
+    /// The target datasource's position in the configuration.
+    pub target_index: usize,
 
     /// The moved shards' physical tables.
     pub tables: Vec<MovedTable>,
@@ -80,6 +82,11 @@ impl Ctx<'_> {
         }
         .record(&mut self.meta, mv)
         .await
+    }
+
+    /// The target datasource.
+    pub fn target_id(&self) -> crate::config::DatasourceId {
+        crate::config::DatasourceId(self.target_index as u16)
     }
 
     /// The source datasource.

@@ -180,7 +180,7 @@ pub async fn undo_fence(ctx: &mut Ctx<'_>, mv: &mut Move, why: &str) -> Result<(
     mv.step = Step::CutOver;
     mv.detail = Some(format!("fence undone: {why}"));
     ctx.record(mv).await?;
-    ctx.say(&format!("cut-over: fence undone ({why}); trying again"));
+    ctx.say(&format!("cut-over: fence undone ({why})"));
     tokio::time::sleep(RETRY_PAUSE).await;
     Ok(())
 }

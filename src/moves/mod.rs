@@ -184,6 +184,7 @@ pub async fn run(
         source_address,
         source_index,
         target,
+        target_index,
         tables: moved_tables(config, &options.shards),
         stop,
     };

@@ -24,6 +24,9 @@ pub enum FenceWait {
     Moved,
     /// No cut-over stands and no newer map exists: the table is missing for another reason.
     NotMoving,
+    /// A cut-over stood, and was undone (the move tries again later, or was aborted): the
+    /// tables are back under the same map; run the statement again.
+    Undone,
     /// A cut-over stands, but its map did not come within `shard_map.fence_wait`.
     TimedOut,
 }
@@ -41,8 +44,8 @@ pub struct Follower {
     pub read_failures: AtomicU64,
     /// Versions read that this proxy could not apply (a datasource it does not define).
     pub apply_failures: AtomicU64,
-    /// Fence waits by result: moved, not moving, timed out.
-    pub fence_waits: [AtomicU64; 3],
+    /// Fence waits by result: moved, not moving, undone, timed out.
+    pub fence_waits: [AtomicU64; 4],
     /// Signalled whenever a version is applied.
     pub(super) changed: tokio::sync::Notify,
 }
@@ -89,7 +92,8 @@ impl Follower {
         let i = match result {
             FenceWait::Moved => 0,
             FenceWait::NotMoving => 1,
-            FenceWait::TimedOut => 2,
+            FenceWait::Undone => 2,
+            FenceWait::TimedOut => 3,
         };
         self.fence_waits[i].fetch_add(1, Ordering::Relaxed);
     }
