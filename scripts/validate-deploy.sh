@@ -131,6 +131,8 @@ COUNTERS_GAUGES = {
     "routekey_xa_branches_prepared_total", "routekey_xa_commit_failures_total",
     "routekey_xa_resolved_total", "routekey_xa_resolver_rounds_total",
     "routekey_xa_in_doubt", "routekey_xa_in_doubt_oldest_seconds",
+    # The versioned shard map and the fences of shard moves.
+    "routekey_shard_map_version", "routekey_shard_fence_waits_total",
 }
 HISTOGRAMS = {
     "routekey_index_lookup_duration_seconds", "routekey_statement_duration_seconds",
