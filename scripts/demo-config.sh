@@ -9,8 +9,10 @@
 #                                     datasource a cluster, `members` = `scripts/sandbox.sh members
 #                                     dsX` (the sandbox must be up, with replicas for replica
 #                                     reads), the account routekey_rw (read_only stops it), and a
-#                                     user app_ro (password app) with reads = "replica"; written
-#                                     into the sandbox folder as demo-cluster.toml
+#                                     user app_ro (password app) with reads = "replica", and, when
+#                                     the sandbox has its spare (up --spare), a datasource ds2 on
+#                                     it with no shards (where `shards move` can move them);
+#                                     written into the sandbox folder as demo-cluster.toml
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cluster=0
@@ -40,10 +42,12 @@ fi
 # by read_only whatever the order, and follows it when `sandbox.sh promote` moves it).
 m0="$(ROUTEKEY_SANDBOX_DIR="$dir" "$repo/scripts/sandbox.sh" members ds0)"
 m1="$(ROUTEKEY_SANDBOX_DIR="$dir" "$repo/scripts/sandbox.sh" members ds1)"
-python3 - "$repo/config/demo.toml" "$dir/demo-cluster.toml" "$dir" "$m0" "$m1" <<'PY'
+spare=""
+[[ -f "$dir/spare-port" ]] && spare="$(cat "$dir/spare-port")"
+python3 - "$repo/config/demo.toml" "$dir/demo-cluster.toml" "$dir" "$m0" "$m1" "$spare" <<'PY'
 import re, sys
 
-src, dst, sandbox, m0, m1 = sys.argv[1:]
+src, dst, sandbox, m0, m1, spare = sys.argv[1:]
 members = {"ds0": m0.split(","), "ds1": m1.split(",")}
 app_ro = '''[[users]]
 name = "app_ro"
@@ -58,6 +62,10 @@ for line in open(src, encoding="utf-8").read().splitlines(keepends=True):
     m = re.match(r"\s*\[+\s*([^\]]+?)\s*\]+\s*$", line)
     if m:
         section = m.group(1)
+        if section == "id" and spare:
+            out.append('[datasources.ds2]                  # the spare: no shards until `shards move`\n'
+                       'address = "127.0.0.1:%s"\nuser = "routekey_rw"\npassword = "routekey-secret"\n'
+                       'database = "orders"\n\n' % spare)
         if section == "datasources.ds0" and "app_ro" not in done:
             out.append(app_ro)
             done.add("app_ro")

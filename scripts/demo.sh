@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The demo: the MariaDB sandbox (two datasources, each a primary and one replica; twenty
+# The demo: the MariaDB sandbox (two datasources, each a primary and one replica, and a spare; twenty
 # shards, seeded orders), a release build, and routekey-proxy on 127.0.0.1:3307
 # (ROUTEKEY_LISTEN to change it) in the foreground, with its admin HTTP port on
 # 127.0.0.1:9307 (ROUTEKEY_ADMIN_LISTEN). Its configuration (scripts/demo-config.sh --cluster)
-# is config/demo.toml with each datasource's `members` and a user app_ro that reads from replicas.
+# is config/demo.toml with each datasource's `members`, a user app_ro that reads from replicas,
+# and ds2, an empty spare server that `shards move` can move shards to.
 # Ctrl-C stops the proxy; the sandbox keeps running until `scripts/sandbox.sh down`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -11,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 listen="${ROUTEKEY_LISTEN:-127.0.0.1:3307}"
 admin="${ROUTEKEY_ADMIN_LISTEN:-127.0.0.1:9307}"
 sandbox="${ROUTEKEY_SANDBOX_DIR:-.sandbox}"
-scripts/sandbox.sh up --replicas 1
+scripts/sandbox.sh up --replicas 1 --spare
 cargo build --release --locked
 config="$(scripts/demo-config.sh --cluster)"
 members1="$(scripts/sandbox.sh members ds1)"   # primary first: ds1, then ds1r1
@@ -79,6 +80,13 @@ TOPOLOGY again: within a second $replica1 is ds1's primary; $primary1 turns repl
 serves reads two probes later, when the EXPLAIN ROUTE above names it.
 ${sbx_env}scripts/sandbox.sh promote ds1  switches back (and the next scripts/demo.sh restores
 the topology anyway). The sandbox's commands use the ports it was started on (<sandbox>/ports).
+
+Moving shards while you query: BIZ_CHANNEL's shards 12-15 from ds1 to ds2, an empty spare server
+(copy, catch-up, checksums, a cut-over that pauses writes for a moment; docs/operations.md):
+
+    $bin --config $config shards move --shards 12-15 --to ds2
+    SHOW ROUTEKEY SHARDS;    -- map_version 2: shards 12-15 on ds2
+    $bin --config $config shards move --shards 12-15 --reverse    (back; then --finish)
 
 Order ids over HTTP:  curl -s -XPOST $admin/v1/order-ids -d '{"region":"GB","count":3}' -H 'content-type: application/json'
 Metrics and probes:   curl -s $admin/metrics | grep routekey_route_resolutions;  curl -s $admin/readyz

@@ -19,7 +19,8 @@
 #   scripts/sandbox.sh pid <name>         its mariadbd pid (nothing and exit 3 when not running)
 #   scripts/sandbox.sh members <ds>       127.0.0.1:port list of ds0/ds1's servers, primary first
 #   scripts/sandbox.sh up --spare         also start ds2, an empty spare server (no replicas, no
-#                                         seed: the target of `shards move`), emptied at each up
+#                                         seed, an empty database `orders`: the target of `shards
+#                                         move`), emptied at each up
 #
 # The ports `up` used are recorded in <sandbox>/ports: later commands on that sandbox use
 # them when ROUTEKEY_DS0_PORT/DS1_PORT are unset, and refuse others while it runs.
@@ -723,7 +724,7 @@ forget_named_connections() {
     [[ -z "$sql" ]] || sql_on "$name" "$sql"
 }
 
-# The spare ds2: running, empty (no databases but MariaDB's, an empty binary log, no
+# The spare ds2: running, empty (no database but an empty `orders`, an empty binary log, no
 # replication), the sandbox's accounts.
 spare_up() {
     [[ -f "$(datadir_of ds2)/.initialized" ]] || init_datadir ds2
@@ -736,6 +737,8 @@ spare_up() {
         [[ -n "$db" ]] && drop+=" DROP DATABASE \`$db\`;"
     done < <(user_databases ds2)
     sql_on ds2 "$drop STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF; RESET MASTER; SET GLOBAL gtid_slave_pos = ''"
+    # The database the demo's datasources select: a proxy configured with ds2 connects to it.
+    sql_on ds2 "CREATE DATABASE orders"
     ensure_accounts ds2
     printf '%s\n' "$DS2_PORT" >"$SANDBOX_DIR/spare-port"
     echo "  ds2 127.0.0.1:$DS2_PORT  the spare: empty, no shards (server_id 3)"

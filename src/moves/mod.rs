@@ -236,6 +236,21 @@ async fn start(
             tables[0].sql()
         ));
     }
+    use mysql_async::prelude::Queryable;
+    let replicas: Vec<mysql_async::Row> = target
+        .query("SHOW SLAVE HOSTS")
+        .await
+        .map_err(|e| format!("SHOW SLAVE HOSTS on {to}: {e}"))?;
+    let logs_replicated: Option<u8> = target
+        .query_first("SELECT @@log_slave_updates")
+        .await
+        .map_err(|e| e.to_string())?;
+    if !replicas.is_empty() && logs_replicated != Some(1) {
+        return Err(format!(
+            "{to} has {} replica(s) and log_slave_updates = OFF: they would not get the changes it applies while catching up; turn it on first",
+            replicas.len()
+        ));
+    }
     let st = servers::replica_status(&mut target).await?;
     if st.exists {
         return Err(format!(
