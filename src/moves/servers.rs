@@ -250,3 +250,29 @@ pub async fn snapshot_position(
         .map_err(|e| e.to_string())?;
     Ok((BinlogPos { file, pos }, gtid.flatten().unwrap_or_default()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binlog_positions_order_by_file_then_offset() {
+        let at = |file: &str, pos| BinlogPos {
+            file: file.into(),
+            pos,
+        };
+        assert!(at("mariadb-bin.000002", 4) > at("mariadb-bin.000001", 900_000));
+        assert!(at("mariadb-bin.000010", 4) > at("mariadb-bin.000009", 4));
+        assert!(at("mariadb-bin.000001", 500) > at("mariadb-bin.000001", 499));
+        assert_eq!(
+            at("mariadb-bin.000001", 4).to_string(),
+            "mariadb-bin.000001:4"
+        );
+    }
+
+    #[test]
+    fn literals_escape_quotes_and_backslashes() {
+        assert_eq!(literal("it's"), "'it''s'");
+        assert_eq!(literal("a\\'b"), "'a\\\\''b'");
+    }
+}

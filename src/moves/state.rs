@@ -268,3 +268,38 @@ impl Moves<'_> {
         .map_err(|e| format!("recording step {} of move {}: {e}", mv.step.name(), mv.id))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_round_trip_by_name_and_only_the_early_ones_are_active() {
+        for step in [
+            Step::Copy,
+            Step::CatchUp,
+            Step::Verify,
+            Step::CutOver,
+            Step::Fenced,
+            Step::Switched,
+            Step::Finished,
+            Step::Aborted,
+        ] {
+            assert_eq!(Step::parse(step.name()).unwrap(), step);
+            assert_eq!(
+                step.active(),
+                !matches!(step, Step::Switched | Step::Finished | Step::Aborted)
+            );
+        }
+        assert_eq!(Step::Fenced.name(), crate::route::shard_map::FENCED_STEP);
+        assert!(Step::parse("copying").is_err());
+    }
+
+    #[test]
+    fn shard_ranges_are_written_as_parsed() {
+        assert_eq!(shards_text(&(12..=15)), "12-15");
+        assert_eq!(shards_text(&(7..=7)), "7");
+        let back = crate::config::shard_map::parse_shard_range(&shards_text(&(12..=15)));
+        assert_eq!(back.unwrap(), 12..=15);
+    }
+}

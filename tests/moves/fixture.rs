@@ -349,7 +349,15 @@ async fn write(w: usize, opts: &[Opts], stop: &AtomicBool) -> Seen {
         } else {
             let id = fresh_new_id(code);
             let (channel, region) = channel_of(code);
-            let result = conn.exec_drop(INSERT, (id, channel, region)).await;
+            // Every fifth insert as text (COM_QUERY), the others prepared (COM_STMT_EXECUTE).
+            let result = if i % 5 == 0 {
+                conn.query_drop(format!(
+                    "INSERT INTO t_order (order_id, channel, region, user_id, amount, status, note, created_at) VALUES ({id}, '{channel}', '{region}', 7, 1.00, 'new', NULL, NOW(3))"
+                ))
+                .await
+            } else {
+                conn.exec_drop(INSERT, (id, channel, region)).await
+            };
             note(&mut seen, code, started.elapsed());
             match result {
                 Ok(()) => {
@@ -375,12 +383,18 @@ async fn read(r: usize, opts: &[Opts], stop: &AtomicBool, seeded: &[(u64, u8)]) 
         let (id, code) = seeded[i % seeded.len()];
         let conn = &mut conns[i % opts.len()];
         let started = Instant::now();
-        let result: Result<Option<(u64, String)>, _> = conn
-            .exec_first(
+        let result: Result<Option<(u64, String)>, _> = if i % 3 == 0 {
+            conn.query_first(format!(
+                "SELECT order_id, status FROM t_order WHERE order_id = {id}"
+            ))
+            .await
+        } else {
+            conn.exec_first(
                 "SELECT order_id, status FROM t_order WHERE order_id = ?",
                 (id,),
             )
-            .await;
+            .await
+        };
         note(&mut seen, code, started.elapsed());
         match result {
             Ok(Some(_)) => seen.acked += 1,
