@@ -452,15 +452,22 @@ impl Proxy {
                 fixed.join(", ")
             ));
         }
-        Ok(self.install(config))
+        Ok(self.install(config, false))
     }
 
     /// Builds the runtime of `config` from the one in force and puts it in force; its
-    /// generation.
-    fn install(&self, config: Config) -> u64 {
+    /// generation. `placement_only`: `config` is the one in force with other shard
+    /// placement (a shard map version): the caches of analyses and of combined scatters'
+    /// column descriptions carry over (neither depends on where shards live; a description
+    /// that no longer fits is noticed and replaced when it is used).
+    fn install(&self, config: Config, placement_only: bool) -> u64 {
         let config = Arc::new(config);
         let previous = self.runtime.load_full();
-        let next = Runtime::build(config.clone(), Some(&previous));
+        let mut next = Runtime::build(config.clone(), Some(&previous));
+        if placement_only {
+            next.analyses = previous.analyses.clone();
+            next.columns = previous.columns.clone();
+        }
         if let Some(cluster) = next.topology.cluster(config.index.datasource) {
             cluster.follow(&self.issuer.lease_primary_cell());
             cluster.follow(&self.shard_map.store.primary_cell());
@@ -526,6 +533,20 @@ impl Proxy {
         self.runtime.load().config.sharding.map_version
     }
 
+    /// [`Proxy::refresh_shard_map`] shared by the statements waiting at a fence: at most one
+    /// read per half [`shard_map::FENCE_POLL`]; whether the last read succeeded.
+    async fn refresh_shard_map_shared(&self) -> bool {
+        let mut last = self.shard_map.last_read.lock().await;
+        if let Some((at, ok)) = *last
+            && at.elapsed() < shard_map::FENCE_POLL / 2
+        {
+            return ok;
+        }
+        let ok = self.refresh_shard_map().await.is_ok();
+        *last = Some((std::time::Instant::now(), ok));
+        ok
+    }
+
     /// Reads the newest shard map version (creating and seeding the table when it is
     /// missing or empty) and puts it in force when it is newer than the one in force; the
     /// version in force after.
@@ -568,7 +589,7 @@ impl Proxy {
         *f.applied
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map.clone());
-        self.install(next);
+        self.install(next, true);
         f.changed.notify_waiters();
         Ok(map.version)
     }
@@ -576,24 +597,29 @@ impl Proxy {
     /// After a statement under shard map `version` found a shard table missing: waits until
     /// a newer version is in force, as long as a move's cut-over stands fenced (the moves
     /// table says so) and at most `shard_map.fence_wait`; a fence undone meanwhile (the
-    /// cut-over tries again later, or an abort) ends the wait too. Reads the map at once first (a
-    /// proxy polling slowly learns of a published move here).
+    /// cut-over tries again later, or an abort) ends the wait too. Reads the map at once
+    /// first (a proxy polling slowly learns of a published move here). The statements
+    /// waiting at once share their reads of the meta datasource (one of each per
+    /// [`shard_map::FENCE_POLL`]); while it does not answer, they wait on (a table is only
+    /// "missing for another reason" once the meta datasource said nothing moves).
     pub async fn await_shard_map_after(&self, version: u64) -> shard_map::FenceWait {
         let wait = self.runtime().config.shard_map.fence_wait;
         let deadline = std::time::Instant::now() + wait;
         let mut fenced = false;
         let result = loop {
-            let _ = self.refresh_shard_map().await;
+            let read = self.refresh_shard_map_shared().await;
             if self.map_version() > version {
                 break shard_map::FenceWait::Moved;
             }
-            match self.shard_map.store.cut_over_in_progress().await {
-                Ok(true) => fenced = true,
+            match (read, self.shard_map.moving().await) {
+                (_, Some(true)) => fenced = true,
                 // The cut-over this statement waited for was undone: the tables are back.
-                Ok(false) if fenced => break shard_map::FenceWait::Undone,
-                // Nothing moving (or the moves table unreadable): the table is missing for
-                // another reason; the statement's own error stands.
-                Ok(false) | Err(_) => break shard_map::FenceWait::NotMoving,
+                (_, Some(false)) if fenced => break shard_map::FenceWait::Undone,
+                // The newest map read and nothing moving: the table is missing for another
+                // reason; the statement's own error stands.
+                (true, Some(false)) => break shard_map::FenceWait::NotMoving,
+                // The meta datasource did not answer: not known yet.
+                _ => {}
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {

@@ -13,6 +13,10 @@ use crate::proxy::shard_map::FenceWait;
 /// MySQL's "Table definition has changed, please retry transaction".
 const ER_TABLE_DEF_CHANGED: u16 = 1412;
 
+/// Fences one statement may wait at (a cut-over undone and tried again meets it anew; each
+/// wait is bounded by `shard_map.fence_wait`).
+pub(super) const MAX_FENCES: u32 = 3;
+
 /// What to do after a statement met the fence.
 pub(super) enum AfterFence {
     /// Not a fence, or nothing to do: the statement's own error stands.
@@ -64,10 +68,11 @@ impl Session {
         }
         match self.proxy.await_shard_map_after(version).await {
             FenceWait::Moved => {}
-            // The tables are back where the map says: run again (inside a transaction the
-            // statement changed nothing; outside, the same).
-            FenceWait::Undone => return AfterFence::RunAgain,
-            FenceWait::NotMoving | FenceWait::TimedOut => return AfterFence::Stands,
+            // The tables are back where the map says: run again (the statement failed before
+            // it changed anything). Nothing moving may also be a fence undone before this
+            // statement looked: one more run says (the same 1146 if the table is missing).
+            FenceWait::Undone | FenceWait::NotMoving => return AfterFence::RunAgain,
+            FenceWait::TimedOut => return AfterFence::Stands,
         }
         let moved = format!(
             "a shard this statement reaches moved to another datasource (shard map version {} is in force now, this {} began under version {version})",

@@ -136,20 +136,27 @@ impl Session {
         let started = std::time::Instant::now();
         self.handle
             .set_activity(self.state.database.as_deref(), Some(("Query", sql)));
-        let version = self.rt.config.sharding.map_version;
-        let written = client.stream.packets_written();
-        let mut result = self.bounded_statement(client, sql, lexed, more).await;
-        if let Err(e) = &result {
+        let mut lexed = lexed;
+        let mut fences = 0;
+        let result = loop {
+            let version = self.rt.config.sharding.map_version;
+            let written = client.stream.packets_written();
+            let result = self
+                .bounded_statement(client, sql, lexed.take(), more)
+                .await;
+            let Err(e) = &result else { break result };
             let untouched =
                 written == client.stream.packets_written() && client.held_back.is_none();
-            match self.after_fence(e, version, untouched).await {
-                AfterFence::Stands => {}
-                AfterFence::RunAgain => {
-                    result = self.bounded_statement(client, sql, None, more).await;
-                }
-                AfterFence::Replace(e) => result = Err(e),
+            if fences == super::fence::MAX_FENCES {
+                break result;
             }
-        }
+            fences += 1;
+            match self.after_fence(e, version, untouched).await {
+                AfterFence::Stands => break result,
+                AfterFence::RunAgain => {}
+                AfterFence::Replace(e) => break Err(e),
+            }
+        };
         self.statement_done(sql, &result, started);
         let Err(e) = result else {
             return Ok(true);

@@ -37,7 +37,9 @@ pub struct DescribedColumns {
     pub fingerprint: u64,
 }
 
-/// Described answers by statement and session ([`ColumnCache::key`]).
+/// Described answers by statement and session ([`ColumnCache::key`]). A clone shares the
+/// entries.
+#[derive(Clone)]
 pub struct ColumnCache {
     cache: moka::sync::Cache<u64, Arc<DescribedColumns>>,
 }

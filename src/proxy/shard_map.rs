@@ -48,6 +48,10 @@ pub struct Follower {
     pub fence_waits: [AtomicU64; 4],
     /// Signalled whenever a version is applied.
     pub(super) changed: tokio::sync::Notify,
+    /// When the statements at a fence last read the map, and whether it answered.
+    pub(super) last_read: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
+    /// When they last asked whether a cut-over stands, and the answer.
+    moving: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
 }
 
 impl Follower {
@@ -61,6 +65,8 @@ impl Follower {
             apply_failures: AtomicU64::new(0),
             fence_waits: Default::default(),
             changed: tokio::sync::Notify::new(),
+            last_read: tokio::sync::Mutex::new(None),
+            moving: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -85,6 +91,21 @@ impl Follower {
     /// The newest version read from the table (0 before the first read).
     pub fn newest_read(&self) -> u64 {
         self.newest_read.load(Ordering::Relaxed)
+    }
+
+    /// Whether a move's cut-over stands fenced now (the moves table), read at most once per
+    /// [`FENCE_POLL`] for all the statements waiting at once; `None` when the meta
+    /// datasource did not answer.
+    pub async fn moving(&self) -> Option<bool> {
+        let mut last = self.moving.lock().await;
+        if let Some((at, answer)) = *last
+            && at.elapsed() < FENCE_POLL
+        {
+            return Some(answer);
+        }
+        let answer = self.store.cut_over_in_progress().await.ok()?;
+        *last = Some((std::time::Instant::now(), answer));
+        Some(answer)
     }
 
     /// Counts one fence wait's result.

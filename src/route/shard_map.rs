@@ -120,7 +120,7 @@ impl ShardMapStore {
         let (map_table, moves_table) = table_names(config);
         Self {
             pools: MemberPools::new(config.datasource(config.index.datasource), |m| {
-                control_opts(m, 2)
+                control_opts(m, 4)
             }),
             map_table,
             moves_table,

@@ -112,6 +112,19 @@ impl Harness {
             let _ = admin_tx.send(());
             let _ = admin_task.await;
         });
+        // The shard map table's first reading (a runtime of its own) before the test begins,
+        // so a test sees the generations its own reloads make.
+        let started = std::time::Instant::now();
+        while proxy.map_version() == 0
+            && proxy
+                .shard_map
+                .read_failures
+                .load(std::sync::atomic::Ordering::Relaxed)
+                == 0
+            && started.elapsed() < std::time::Duration::from_secs(10)
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         Self {
             addr,
             admin,

@@ -236,3 +236,71 @@ async fn a_reversed_move_returns_the_shards_and_finish_drops_the_old_tables() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transaction_or_a_pinned_session_across_the_cut_over_is_told_so() {
+    use mysql_async::prelude::*;
+    let _guard = fresh().await;
+    within(Duration::from_secs(300), async {
+        let (a, _b, _c) = proxies().await;
+        let seeded = seeded_orders().await;
+        let biz = seeded.iter().find(|(_, code)| *code == BIZ).unwrap().0;
+        let cn = seeded.iter().find(|(_, code)| *code == CN).unwrap().0;
+        // A transaction that began before the cut-over (on ds0 only: the fence does not wait
+        // for it) and reaches the moved shard after it.
+        let mut txn = a.client().await;
+        txn.query_drop("BEGIN").await.unwrap();
+        txn.exec_drop("UPDATE t_order SET note = 'txn' WHERE order_id = ?", (cn,))
+            .await
+            .unwrap();
+        // A session pinned to its backend connections by a temporary table.
+        let mut pinned = a.client().await;
+        pinned
+            .query_drop("CREATE TEMPORARY TABLE scratch (a INT)")
+            .await
+            .unwrap();
+        let ran = shards_move(&["--to", "ds2"], None).await;
+        assert_eq!(ran.code, Some(0));
+        wait_version(&a, 2, 5 * SECOND).await;
+        let e = txn
+            .exec_drop("UPDATE t_order SET note = 'txn' WHERE order_id = ?", (biz,))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("1412"), "{e}");
+        txn.query_drop("ROLLBACK").await.unwrap();
+        // Run again, the transaction routes by the new map.
+        txn.query_drop("BEGIN").await.unwrap();
+        txn.exec_drop("UPDATE t_order SET note = 'txn' WHERE order_id = ?", (biz,))
+            .await
+            .unwrap();
+        txn.query_drop("COMMIT").await.unwrap();
+        let mut ds2 = server(2).await;
+        let shard = 12 + (biz % 4);
+        let note: Option<Option<String>> = ds2
+            .query_first(format!(
+                "SELECT note FROM order_shards.t_order_{shard} WHERE order_id = {biz}"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            note,
+            Some(Some("txn".into())),
+            "the retried transaction's write on ds2"
+        );
+        let e = pinned
+            .exec_drop(
+                "UPDATE t_order SET note = 'pinned' WHERE order_id = ?",
+                (biz,),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("1927"), "{e}");
+        // A new connection follows.
+        let mut fresh_conn = a.client().await;
+        fresh_conn
+            .exec_drop("UPDATE t_order SET note = 'new' WHERE order_id = ?", (biz,))
+            .await
+            .unwrap();
+    })
+    .await;
+}

@@ -312,23 +312,8 @@ impl Session {
                 usize::try_from(self.rt.config.sharding.merge_row_cap).unwrap_or(usize::MAX),
             );
         }
-        let version = self.rt.config.sharding.map_version;
-        let written = client.stream.packets_written();
         let result = match checked {
-            Ok(()) => match self.execute_with(client, &mut statement, payload).await {
-                Err(e) => {
-                    let untouched =
-                        written == client.stream.packets_written() && client.held_back.is_none();
-                    match self.after_fence(&e, version, untouched).await {
-                        AfterFence::Stands => Err(e),
-                        AfterFence::RunAgain => {
-                            self.execute_with(client, &mut statement, payload).await
-                        }
-                        AfterFence::Replace(e) => Err(e),
-                    }
-                }
-                ok => ok,
-            },
+            Ok(()) => self.execute_fenced(client, &mut statement, payload).await,
             Err(e) => Err(e),
         };
         let result = match (cursor, result) {
@@ -372,6 +357,34 @@ impl Session {
         Err(crate::engine::catalog::views_refused(
             "in prepared statements: send them as text",
         ))
+    }
+
+    /// [`Session::execute_with`], run again when it met a moved shard's fence
+    /// ([`super::fence`]).
+    async fn execute_fenced(
+        &mut self,
+        client: &mut Client,
+        statement: &mut PreparedStatement,
+        payload: &[u8],
+    ) -> Result<(), ProxyError> {
+        let mut fences = 0;
+        loop {
+            let version = self.rt.config.sharding.map_version;
+            let written = client.stream.packets_written();
+            let result = self.execute_with(client, statement, payload).await;
+            let Err(e) = &result else { return result };
+            let untouched =
+                written == client.stream.packets_written() && client.held_back.is_none();
+            if fences == super::fence::MAX_FENCES {
+                return result;
+            }
+            fences += 1;
+            match self.after_fence(e, version, untouched).await {
+                AfterFence::Stands => return result,
+                AfterFence::RunAgain => {}
+                AfterFence::Replace(e) => return Err(e),
+            }
+        }
     }
 
     async fn execute_with(
