@@ -596,15 +596,20 @@ impl Proxy {
 
     /// After a statement under shard map `version` found a shard table missing: waits until
     /// a newer version is in force, as long as a move's cut-over stands fenced (the moves
-    /// table says so) and at most `shard_map.fence_wait`; a fence undone meanwhile (the
-    /// cut-over tries again later, or an abort) ends the wait too. Reads the map at once
+    /// table says so), until `deadline` (`shard_map.fence_wait` after the statement's first
+    /// fence); a fence undone meanwhile (the cut-over tries again later, or an abort) ends
+    /// the wait too, and so does [`shard_map::FENCE_RETRY`] at a standing fence (the
+    /// statement then runs again to see). Reads the map at once
     /// first (a proxy polling slowly learns of a published move here). The statements
     /// waiting at once share their reads of the meta datasource (one of each per
     /// [`shard_map::FENCE_POLL`]); while it does not answer, they wait on (a table is only
     /// "missing for another reason" once the meta datasource said nothing moves).
-    pub async fn await_shard_map_after(&self, version: u64) -> shard_map::FenceWait {
-        let wait = self.runtime().config.shard_map.fence_wait;
-        let deadline = std::time::Instant::now() + wait;
+    pub async fn await_shard_map_after(
+        &self,
+        version: u64,
+        deadline: std::time::Instant,
+    ) -> shard_map::FenceWait {
+        let started = std::time::Instant::now();
         let mut fenced = false;
         let result = loop {
             let read = self.refresh_shard_map_shared().await;
@@ -624,6 +629,9 @@ impl Proxy {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 break shard_map::FenceWait::TimedOut;
+            }
+            if fenced && started.elapsed() >= shard_map::FENCE_RETRY {
+                break shard_map::FenceWait::StillFenced;
             }
             let _ = tokio::time::timeout(
                 left.min(shard_map::FENCE_POLL),

@@ -13,9 +13,15 @@ use crate::proxy::shard_map::FenceWait;
 /// MySQL's "Table definition has changed, please retry transaction".
 const ER_TABLE_DEF_CHANGED: u16 = 1412;
 
-/// Fences one statement may wait at (a cut-over undone and tried again meets it anew; each
-/// wait is bounded by `shard_map.fence_wait`).
-pub(super) const MAX_FENCES: u32 = 3;
+/// One statement's wait at fences, over its runs: it waits at most `shard_map.fence_wait`
+/// from the first fence it met (runs again meanwhile whenever the fence may be gone: a
+/// cut-over undone and tried again meets it anew), and runs again after "nothing moving"
+/// once.
+#[derive(Debug, Default)]
+pub(super) struct Fences {
+    until: Option<std::time::Instant>,
+    not_moving: bool,
+}
 
 /// What to do after a statement met the fence.
 pub(super) enum AfterFence {
@@ -59,6 +65,7 @@ impl Session {
     /// ([`crate::proxy::Proxy::await_shard_map_after`]) and says what follows.
     pub(super) async fn after_fence(
         &mut self,
+        fences: &mut Fences,
         e: &ProxyError,
         version: u64,
         untouched: bool,
@@ -66,13 +73,21 @@ impl Session {
         if !untouched || !self.met_fence(e) {
             return AfterFence::Stands;
         }
-        match self.proxy.await_shard_map_after(version).await {
+        let until = *fences
+            .until
+            .get_or_insert_with(|| std::time::Instant::now() + self.rt.config.shard_map.fence_wait);
+        match self.proxy.await_shard_map_after(version, until).await {
             FenceWait::Moved => {}
-            // The tables are back where the map says: run again (the statement failed before
-            // it changed anything). Nothing moving may also be a fence undone before this
-            // statement looked: one more run says (the same 1146 if the table is missing).
-            FenceWait::Undone | FenceWait::NotMoving => return AfterFence::RunAgain,
-            FenceWait::TimedOut => return AfterFence::Stands,
+            // The tables are back where the map says, or may be: run again (the statement
+            // failed before it changed anything).
+            FenceWait::Undone | FenceWait::StillFenced => return AfterFence::RunAgain,
+            // Nothing moving may also be a fence undone before this statement looked: one
+            // more run says (the same 1146 if the table is really missing).
+            FenceWait::NotMoving if !fences.not_moving => {
+                fences.not_moving = true;
+                return AfterFence::RunAgain;
+            }
+            FenceWait::NotMoving | FenceWait::TimedOut => return AfterFence::Stands,
         }
         let moved = format!(
             "a shard this statement reaches moved to another datasource (shard map version {} is in force now, this {} began under version {version})",

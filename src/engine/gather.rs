@@ -168,13 +168,7 @@ pub(super) async fn merged(
     };
     let names = plan.steps[0].names.as_ref();
     let shape = Shape::new(&defs, spec.hidden, &counts, binary)?;
-    // The first shard's flags stand for all: each plans the same statement on a table of
-    // the same definition, as the one table would be planned.
-    client.send_columns(
-        &defs[..shape.visible],
-        names,
-        crate::protocol::status::relayed(status, columns_status),
-    )?;
+    let visible = defs[..shape.visible].to_vec();
     let count_all = results.counts_found_rows() && spec.distinct.is_some();
     // A combined step's rows come as its shards' sorted runs one after another.
     let unsorted_runs = plan
@@ -206,10 +200,22 @@ pub(super) async fn merged(
         describing,
         columns,
     };
-    if sorted {
+    // Every step's reply begun before the answer's columns go out (when no two steps share
+    // a connection): a step that fails at its start, such as a shard met at a move's fence
+    // (1146), fails the statement with nothing sent, so it can run again.
+    if sorted || m.results.lanes_unshared() {
         for step in 1..m.steps {
             m.open(step).await?;
         }
+    }
+    // The first shard's flags stand for all: each plans the same statement on a table of
+    // the same definition, as the one table would be planned.
+    m.client.send_columns(
+        &visible,
+        names,
+        crate::protocol::status::relayed(status, columns_status),
+    )?;
+    if sorted {
         m.ordered().await?;
     } else if spec.grouping.is_some() {
         m.grouped().await?;

@@ -137,7 +137,7 @@ impl Session {
         self.handle
             .set_activity(self.state.database.as_deref(), Some(("Query", sql)));
         let mut lexed = lexed;
-        let mut fences = 0;
+        let mut fences = super::fence::Fences::default();
         let result = loop {
             let version = self.rt.config.sharding.map_version;
             let written = client.stream.packets_written();
@@ -147,11 +147,7 @@ impl Session {
             let Err(e) = &result else { break result };
             let untouched =
                 written == client.stream.packets_written() && client.held_back.is_none();
-            if fences == super::fence::MAX_FENCES {
-                break result;
-            }
-            fences += 1;
-            match self.after_fence(e, version, untouched).await {
+            match self.after_fence(&mut fences, e, version, untouched).await {
                 AfterFence::Stands => break result,
                 AfterFence::RunAgain => {}
                 AfterFence::Replace(e) => break Err(e),

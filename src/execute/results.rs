@@ -510,6 +510,12 @@ impl<'c, 'p> Results<'c, 'p> {
         Ok(())
     }
 
+    /// Whether every step has a connection of its own (no step waits for another's rows
+    /// to be read before its own reply can be).
+    pub fn lanes_unshared(&self) -> bool {
+        self.lanes.iter().all(|l| l.steps.len() <= 1)
+    }
+
     /// Reads every step that shares its connection with a later step into memory, so that
     /// the result sets of all steps can be read side by side (an ordered merge). `cap`
     /// bounds the rows held; past it the statement fails.

@@ -31,8 +31,13 @@ pub struct Comparison {
     pub differences: Vec<String>,
 }
 
-/// The checksum query of `t`: its columns from the server's catalog.
-async fn checksum_sql(conn: &mut mysql_async::Conn, t: &MovedTable) -> Result<String, String> {
+/// The checksum query of `t` read from `from` (`t` itself, or its staged copy): `t`'s
+/// columns from the server's catalog.
+async fn checksum_sql(
+    conn: &mut mysql_async::Conn,
+    t: &MovedTable,
+    from: &MovedTable,
+) -> Result<String, String> {
     let columns: Vec<String> = conn
         .exec(
             "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
@@ -53,7 +58,7 @@ async fn checksum_sql(conn: &mut mysql_async::Conn, t: &MovedTable) -> Result<St
     Ok(format!(
         "SELECT CAST(CRC32({first}) % {CHUNKS} AS UNSIGNED) AS chunk, COUNT(*), CAST(SUM(CRC32(CONCAT_WS('|', {}))) AS CHAR) FROM {} GROUP BY chunk ORDER BY chunk",
         parts.join(", "),
-        t.sql(),
+        from.sql(),
         first = crate::sql::quote_ident(first),
     ))
 }
@@ -96,14 +101,15 @@ pub async fn compare(ctx: &mut Ctx<'_>) -> Result<Comparison, String> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let mut out = Comparison::default();
-    for t in &ctx.tables {
-        let sql = checksum_sql(&mut snap, t).await?;
+    for (t, staged) in ctx.tables.clone().iter().zip(ctx.staged()) {
+        let sql = checksum_sql(&mut snap, t, t).await?;
         let source: Vec<Chunk> = snap.query(&sql).await.map_err(|e| e.to_string())?;
+        let sql = checksum_sql(&mut snap, t, &staged).await?;
         let target: Vec<Chunk> = ctx
             .target
             .query(&sql)
             .await
-            .map_err(|e| format!("checksums of {} on the target: {e}", t.sql()))?;
+            .map_err(|e| format!("checksums of {} on the target: {e}", staged.sql()))?;
         out.chunks += u64::from(CHUNKS);
         out.rows += source.iter().map(|c| c.1).sum::<u64>();
         for chunk in 0..CHUNKS {

@@ -10,6 +10,10 @@ use super::ctx::{Ctx, MovedTable};
 use super::servers::{self, BinlogPos, CONNECTION, literal};
 use crate::legacy::progress::Progress;
 
+/// Snapshots taken before one with no XA branch prepared on the source is given up on (the
+/// copy goes on; a broken replication starts it over).
+const SNAPSHOT_TRIES: u32 = 50;
+
 /// Rows per INSERT of the copy (fewer for wide tables: at most 60,000 placeholders).
 const BATCH_ROWS: usize = 500;
 
@@ -32,7 +36,45 @@ pub async fn copy(ctx: &mut Ctx<'_>) -> Result<(String, u64), String> {
             .await
             .map_err(|e| format!("creating database {db} on the target: {e}"))?;
     }
-    for t in &ctx.tables {
+    // Row-based binary logging: the target's replication renames the database of row
+    // events into the staging database (`replicate_rewrite_db` rewrites a statement's
+    // default database only, so a statement-logged change would miss the filter).
+    let format: Option<String> = ctx
+        .source
+        .query_first("SELECT @@global.binlog_format")
+        .await
+        .map_err(|e| e.to_string())?;
+    if !format
+        .as_deref()
+        .is_some_and(|f| f.eq_ignore_ascii_case("ROW"))
+    {
+        return Err(format!(
+            "the source logs binlog_format = {}: a move needs ROW (SET GLOBAL binlog_format = 'ROW', and in the server's configuration)",
+            format.unwrap_or_default()
+        ));
+    }
+    let mut real: Vec<&String> = ctx.tables.iter().map(|t| &t.database).collect();
+    real.dedup();
+    for db in real {
+        // Where the copies go at the cut-over.
+        ctx.target
+            .query_drop(format!(
+                "CREATE DATABASE IF NOT EXISTS {}",
+                crate::sql::quote_ident(db)
+            ))
+            .await
+            .map_err(|e| format!("creating database {db} on the target: {e}"))?;
+    }
+    for db in ctx.staging_databases() {
+        ctx.target
+            .query_drop(format!(
+                "DROP DATABASE IF EXISTS {0}; CREATE DATABASE {0}",
+                crate::sql::quote_ident(&db)
+            ))
+            .await
+            .map_err(|e| format!("preparing the staging database {db} on the target: {e}"))?;
+    }
+    for (t, staged) in ctx.tables.clone().iter().zip(ctx.staged()) {
         let create: Option<(String, String)> = ctx
             .source
             .query_first(format!("SHOW CREATE TABLE {}", t.sql()))
@@ -41,28 +83,34 @@ pub async fn copy(ctx: &mut Ctx<'_>) -> Result<(String, u64), String> {
         let (_, create) = create.ok_or_else(|| format!("{} is not on the source", t.sql()))?;
         ctx.target
             .query_drop(format!(
-                "CREATE DATABASE IF NOT EXISTS {}; DROP TABLE IF EXISTS {}",
-                crate::sql::quote_ident(&t.database),
-                t.sql()
-            ))
-            .await
-            .map_err(|e| format!("preparing {} on the target: {e}", t.sql()))?;
-        ctx.target
-            .query_drop(format!(
                 "USE {}; {create}",
-                crate::sql::quote_ident(&t.database)
+                crate::sql::quote_ident(&staged.database)
             ))
             .await
-            .map_err(|e| format!("creating {} on the target: {e}", t.sql()))?;
+            .map_err(|e| format!("creating {} on the target: {e}", staged.sql()))?;
     }
-    // The snapshot: a transaction of its own, on a connection of its own.
+    // The snapshot: a transaction of its own, on a connection of its own, taken when no XA
+    // branch is prepared on the source (a branch prepared before the snapshot and committed
+    // after it would stop the target's replication: its XA COMMIT names an xid the target
+    // never saw prepared).
     let (mut snap, _) = servers::primary(ctx.source_ds(), ctx.options.connect_timeout).await?;
-    snap.query_drop(
-        "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT",
-    )
-    .await
-    .map_err(|e| format!("starting the snapshot on the source: {e}"))?;
-    let (position, gtid) = servers::snapshot_position(&mut snap).await?;
+    let mut tries = 0;
+    let (position, gtid) = loop {
+        snap.query_drop(
+            "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT",
+        )
+        .await
+        .map_err(|e| format!("starting the snapshot on the source: {e}"))?;
+        let position = servers::snapshot_position(&mut snap).await?;
+        tries += 1;
+        if servers::prepared_xa(&mut snap).await? == 0 || tries == SNAPSHOT_TRIES {
+            break position;
+        }
+        snap.query_drop("ROLLBACK")
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
     let estimate = estimated_rows(&mut snap, &ctx.tables).await;
     let mut progress = Progress::new("copy", estimate, ctx.options.terminal);
     let mut copied = 0u64;
@@ -70,8 +118,8 @@ pub async fn copy(ctx: &mut Ctx<'_>) -> Result<(String, u64), String> {
         .query_drop("SET SESSION foreign_key_checks = 0, unique_checks = 0")
         .await
         .map_err(|e| e.to_string())?;
-    for t in ctx.tables.clone() {
-        copied += copy_table(&mut snap, &mut ctx.target, &t, &mut |n| {
+    for (t, staged) in ctx.tables.clone().iter().zip(ctx.staged()) {
+        copied += copy_table(&mut snap, &mut ctx.target, t, &staged, &mut |n| {
             progress.update(copied + n, || t.filter_name())
         })
         .await?;
@@ -98,12 +146,14 @@ async fn estimated_rows(conn: &mut mysql_async::Conn, tables: &[MovedTable]) -> 
     total
 }
 
-/// Copies one table's rows as the snapshot sees them, in multi-row INSERTs of the values
-/// as the server sent them (text: the target converts them back exactly); the rows copied.
+/// Copies one table's rows as the snapshot sees them into its staged table on the target,
+/// in multi-row INSERTs of the values as the server sent them (text: the target converts
+/// them back exactly); the rows copied.
 async fn copy_table(
     snap: &mut mysql_async::Conn,
     target: &mut mysql_async::Conn,
     t: &MovedTable,
+    staged: &MovedTable,
     progress: &mut impl FnMut(u64),
 ) -> Result<u64, String> {
     let failed = |e: mysql_async::Error| format!("copying {}: {e}", t.sql());
@@ -120,7 +170,7 @@ async fn copy_table(
         batch.extend(row.unwrap());
         pending += 1;
         if pending == per_insert {
-            insert(target, t, columns, pending, std::mem::take(&mut batch)).await?;
+            insert(target, staged, columns, pending, std::mem::take(&mut batch)).await?;
             rows += pending as u64;
             pending = 0;
             progress(rows);
@@ -128,7 +178,7 @@ async fn copy_table(
     }
     drop(result);
     if pending > 0 {
-        insert(target, t, columns, pending, batch).await?;
+        insert(target, staged, columns, pending, batch).await?;
         rows += pending as u64;
         progress(rows);
     }
@@ -156,7 +206,8 @@ async fn insert(
 
 /// Points the target's move connection at the source's primary from `position` (binary
 /// log coordinates: the target's own GTID state is left alone, whatever domains the two
-/// servers share), filtered to the moved tables, and starts it.
+/// servers share), the moved tables' row events renamed into the staging databases and
+/// only theirs applied, and starts it.
 pub async fn follow(ctx: &mut Ctx<'_>, position: &BinlogPos) -> Result<(), String> {
     let ds = ctx.source_ds().clone();
     let (host, port) = ctx
@@ -168,11 +219,20 @@ pub async fn follow(ctx: &mut Ctx<'_>, position: &BinlogPos) -> Result<(), Strin
     } else {
         ", MASTER_SSL = 1"
     };
-    let filter: Vec<String> = ctx.tables.iter().map(MovedTable::filter_name).collect();
+    let filter: Vec<String> = ctx.staged().iter().map(MovedTable::filter_name).collect();
+    let mut rewrite: Vec<String> = ctx
+        .tables
+        .iter()
+        .zip(ctx.staged())
+        .map(|(t, s)| format!("{}->{}", t.database, s.database))
+        .collect();
+    rewrite.sort();
+    rewrite.dedup();
     let sql = format!(
         "CHANGE MASTER '{CONNECTION}' TO MASTER_HOST = {host}, MASTER_PORT = {port},
              MASTER_USER = {user}, MASTER_PASSWORD = {password}, MASTER_CONNECT_RETRY = 1,
              MASTER_LOG_FILE = {file}, MASTER_LOG_POS = {pos}, MASTER_USE_GTID = no{ssl};
+         SET GLOBAL {CONNECTION}.replicate_rewrite_db = {rewrite};
          SET GLOBAL {CONNECTION}.replicate_do_table = {filter};
          START SLAVE '{CONNECTION}'",
         host = literal(host.trim_start_matches('[').trim_end_matches(']')),
@@ -184,6 +244,7 @@ pub async fn follow(ctx: &mut Ctx<'_>, position: &BinlogPos) -> Result<(), Strin
         file = literal(&position.file),
         pos = position.pos,
         filter = literal(&filter.join(",")),
+        rewrite = literal(&rewrite.join(",")),
     );
     ctx.target
         .query_drop(sql)

@@ -67,6 +67,8 @@ pub struct Ctx<'a> {
 
     /// The moved shards' physical tables.
     pub tables: Vec<MovedTable>,
+    /// The move's id (its staging databases on the target are named by it).
+    pub move_id: u64,
     /// Set by Ctrl-C or SIGTERM: the run stops at the next safe point.
     pub stop: std::sync::Arc<crate::legacy::Stop>,
 }
@@ -92,6 +94,19 @@ impl Ctx<'_> {
     /// The source datasource.
     pub fn source_ds(&self) -> &Datasource {
         &self.config.datasources[self.source_index]
+    }
+
+    /// The moved tables as the move stages them on the target ([`MovedTable::staged`]).
+    pub fn staged(&self) -> Vec<MovedTable> {
+        self.tables.iter().map(|t| t.staged(self.move_id)).collect()
+    }
+
+    /// The staging databases on the target, each once.
+    pub fn staging_databases(&self) -> Vec<String> {
+        let mut dbs: Vec<String> = self.staged().into_iter().map(|t| t.database).collect();
+        dbs.sort();
+        dbs.dedup();
+        dbs
     }
 
     /// A line on stderr.
@@ -144,7 +159,8 @@ pub fn datasource_index(config: &Config, name: &str) -> Result<usize, String> {
 }
 
 /// The move's replication connection on the target stopped with an error: the copy starts
-/// over (a transaction prepared across the snapshot, a target written by hand).
+/// over (a transaction prepared across the snapshot, a target written by hand); stopped
+/// without one: it is started again.
 ///
 /// # Errors
 /// The replication broke (the caller records the move back at its copy step).
@@ -154,6 +170,11 @@ pub async fn check_replica(ctx: &mut Ctx<'_>) -> Result<(), String> {
         Some(e) if !st.sql_running || !st.io_running => Err(format!(
             "the target's replication of the moved tables stopped: {e}"
         )),
+        // Stopped without an error (the target restarted with --skip-slave-start, a STOP
+        // SLAVE by hand): it goes on from where it stopped.
+        None if st.exists && (!st.sql_running || !st.io_running) => {
+            servers::start_replication(&mut ctx.target).await
+        }
         _ => Ok(()),
     }
 }
@@ -190,6 +211,21 @@ impl MovedTable {
     pub fn filter_name(&self) -> String {
         format!("{}.{}", self.database, self.table)
     }
+
+    /// Where move `id` builds this table on the target: the same name in the staging
+    /// database `<db>__rk<id>`, which no shard map names, so no proxy (however old its map)
+    /// reaches the copy before the cut-over moves it into place.
+    pub fn staged(&self, id: u64) -> MovedTable {
+        MovedTable {
+            database: staging_database(&self.database, id),
+            table: self.table.clone(),
+        }
+    }
+}
+
+/// The staging database of move `id` for shard database `database`.
+pub fn staging_database(database: &str, id: u64) -> String {
+    format!("{database}__rk{id}")
 }
 
 /// Which of `tables` exist on the server, under their names with `suffix` appended when

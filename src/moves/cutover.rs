@@ -1,12 +1,14 @@
 //! Step 3 of a move, the cut-over, fenced in the source database: one `RENAME TABLE` of
 //! every moved table to its `__moved_<id>` name (it waits for open transactions on them,
 //! at most half `--max-pause`, while new statements on them queue behind it); then the
-//! target is let apply everything the source logged up to the rename, its copies get their
-//! names back, and the new shard map version is published. A proxy that has not yet read
+//! target is let apply everything the source logged up to the rename, its copies move from
+//! the staging databases into place, and the new shard map version is published. A proxy that has not yet read
 //! the new version meets the fence (its statement fails with 1146 before it changed
 //! anything), reads the map and runs the statement again on the target. When the target
 //! cannot catch up within `--max-pause`, the rename is undone and the cut-over tried again
-//! later, so writes never pause longer.
+//! later, so writes never pause longer. The rename does not reach the target: its
+//! replication applies only the staged tables (`replicate_do_table` on the staging
+//! databases; the statement names the shard databases).
 
 use std::time::{Duration, Instant};
 
@@ -108,6 +110,7 @@ pub async fn cut_over(ctx: &mut Ctx<'_>, mv: &mut Move) -> Result<(), String> {
                 return Ok(());
             }
             mv.detail = Some("waiting: the target is behind the source".into());
+            tokio::time::sleep(RETRY_PAUSE).await;
             ctx.say(&format!(
                 "cut-over: the target is more than {:?} behind; waiting",
                 max_pause / 4
@@ -167,8 +170,8 @@ pub async fn cut_over(ctx: &mut Ctx<'_>, mv: &mut Move) -> Result<(), String> {
     }
 }
 
-/// Renames the moved tables back on the source (the rename reaches the target by
-/// replication too): the cut-over did not happen; it is tried again.
+/// Renames the moved tables back on the source (the target's staged copy never saw the
+/// rename): the cut-over did not happen; it is tried again.
 ///
 /// # Errors
 /// A server's: the fence stands and the move stays fenced (a rerun resumes it).
@@ -185,8 +188,8 @@ pub async fn undo_fence(ctx: &mut Ctx<'_>, mv: &mut Move, why: &str) -> Result<(
     Ok(())
 }
 
-/// With the fence standing and the target caught up to it: the target's copies take their
-/// names back, the map is published, the move is switched.
+/// With the fence standing and the target caught up to it: the target's copies move from
+/// their staging databases into place, the map is published, the move is switched.
 async fn finish_fenced(
     ctx: &mut Ctx<'_>,
     mv: &mut Move,
@@ -194,26 +197,35 @@ async fn finish_fenced(
     started: Option<Instant>,
 ) -> Result<(), String> {
     servers::stop_replication(&mut ctx.target).await?;
-    // The source's rename reached the target by replication: its copies get their names
-    // back (before the map names the target, so no statement saw them missing).
-    let (renamed, _) = ctx::existing(&mut ctx.target, &ctx.tables, &mv.suffix).await?;
-    if renamed == ctx.tables.len() {
+    // The copies move from the staging databases into place: from now on (and not before)
+    // a proxy that routes the shards to the target finds them.
+    let staged = ctx.staged();
+    let (in_staging, _) = ctx::existing(&mut ctx.target, &staged, "").await?;
+    let (in_place, _) = ctx::existing(&mut ctx.target, &ctx.tables, "").await?;
+    let n = ctx.tables.len();
+    if in_staging == n && in_place == 0 {
+        let pairs: Vec<String> = staged
+            .iter()
+            .zip(&ctx.tables)
+            .map(|(s, t)| format!("{} TO {}", s.sql(), t.sql()))
+            .collect();
         ctx.target
-            .query_drop(rename_sql(&ctx.tables, &mv.suffix, true))
+            .query_drop(format!("RENAME TABLE {}", pairs.join(", ")))
             .await
-            .map_err(|e| format!("naming the target's tables back: {e}"))?;
-    } else if renamed > 0 {
+            .map_err(|e| format!("moving the target's copies into place: {e}"))?;
+    } else if !(in_place == n && in_staging == 0) {
         return Err(format!(
-            "the target holds {renamed} of {} moved tables renamed: a person must look (docs/operations.md, \"Moving shards\")",
-            ctx.tables.len()
+            "the target holds {in_staging} of {n} moved tables staged and {in_place} in place: a person must look (docs/operations.md, \"Moving shards\")"
         ));
     }
-    let (present, _) = ctx::existing(&mut ctx.target, &ctx.tables, "").await?;
-    if present != ctx.tables.len() {
-        return Err(format!(
-            "the target lacks {} of the moved tables; not publishing",
-            ctx.tables.len() - present
-        ));
+    for db in ctx.staging_databases() {
+        let _ = ctx
+            .target
+            .query_drop(format!(
+                "DROP DATABASE IF EXISTS {}",
+                crate::sql::quote_ident(&db)
+            ))
+            .await;
     }
     ctx::failpoint("fenced");
     if !published(ctx, &map).await? {

@@ -31,7 +31,7 @@ use ctx::{check_replica, datasource_index, failpoint, moved_tables};
 use state::{Move, Moves, Step};
 
 /// Copies one run starts before it gives up (the target's replication broke after each).
-const MAX_COPIES: u32 = 3;
+const MAX_COPIES: u32 = 5;
 
 /// Runs `shards move`; the summary and the exit status (0 done, 1 the checksums differ,
 /// 2 not finished: rerun to go on).
@@ -43,6 +43,12 @@ pub async fn run(
     options: &MoveOptions,
     stop: std::sync::Arc<crate::legacy::Stop>,
 ) -> Result<(String, u8), String> {
+    if options.max_pause < Duration::from_secs(1) {
+        return Err(
+            "--max-pause: at least 1s (the fence's rename waits whole seconds for open transactions)"
+                .into(),
+        );
+    }
     let count = config.sharding.shards.len() as u32;
     if *options.shards.end() >= count {
         return Err(format!(
@@ -186,6 +192,7 @@ pub async fn run(
         target,
         target_index,
         tables: moved_tables(config, &options.shards),
+        move_id: mv.id,
         stop,
     };
     if options.action == Action::Abort {
@@ -342,6 +349,10 @@ async fn steps(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> 
                 2,
             ));
         }
+        if mv.step != Step::Copy {
+            // A step done: what the last one noted is history.
+            mv.detail = None;
+        }
         ctx.record(&mv).await?;
         match mv.step {
             Step::CatchUp => failpoint("copied"),
@@ -388,9 +399,14 @@ async fn catch_up(ctx: &mut Ctx<'_>, mv: &mut Move) -> Result<(), String> {
             return Ok(());
         }
         let now = servers::master_status(&mut ctx.source).await?;
+        let asked = std::time::Instant::now();
         if servers::has_applied(&mut ctx.target, &now, Duration::from_secs(1)).await? {
             mv.step = Step::Verify;
             return Ok(());
+        }
+        if asked.elapsed() < Duration::from_millis(500) {
+            // Answered at once: the replication is not running (started above next round).
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
         if std::time::Instant::now() > give_up {
             return Err("the target did not catch up within --catch-up-timeout".into());
@@ -448,7 +464,13 @@ async fn verify(ctx: &mut Ctx<'_>, mv: &Move) -> Result<checksum::Comparison, St
             }
         }
     };
-    let on_target = findings(moved.apply(ctx.config)?).await?;
+    // The target's copy as it stands: in its staging databases.
+    let mut staged = moved.apply(ctx.config)?;
+    for s in mv.shards.clone() {
+        let shard = &mut staged.sharding.shards[s as usize];
+        shard.database = ctx::staging_database(&shard.database, mv.id);
+    }
+    let on_target = findings(staged).await?;
     if on_target > 0 {
         let on_source = findings(newest.apply(ctx.config)?).await?;
         if on_target > on_source {
@@ -466,7 +488,8 @@ async fn verify(ctx: &mut Ctx<'_>, mv: &Move) -> Result<checksum::Comparison, St
 
 /// `--abort`: the move under way undone before its map is published.
 async fn abort(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> {
-    if mv.step == Step::Fenced {
+    let fenced = mv.step == Step::Fenced;
+    if fenced {
         if cutover::is_published(ctx, &mv).await? {
             return Err(format!(
                 "move {}: its shard map version is published; the target serves the shards: move them back with --reverse",
@@ -485,15 +508,23 @@ async fn abort(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> 
     }
     servers::forget_replication(&mut ctx.target).await?;
     use mysql_async::prelude::Queryable;
-    for t in &ctx.tables {
+    for db in ctx.staging_databases() {
         ctx.target
             .query_drop(format!(
-                "DROP TABLE IF EXISTS {}, {}",
-                t.sql(),
-                t.renamed_sql(&mv.suffix)
+                "DROP DATABASE IF EXISTS {}",
+                crate::sql::quote_ident(&db)
             ))
             .await
-            .map_err(|e| format!("dropping the target's copy {}: {e}", t.sql()))?;
+            .map_err(|e| format!("dropping the target's staging database {db}: {e}"))?;
+    }
+    if fenced {
+        // A run killed after it moved the copies into place, before it published the map.
+        for t in &ctx.tables {
+            ctx.target
+                .query_drop(format!("DROP TABLE IF EXISTS {}", t.sql()))
+                .await
+                .map_err(|e| format!("dropping the target's copy {}: {e}", t.sql()))?;
+        }
     }
     mv.step = Step::Aborted;
     mv.detail = Some("aborted".into());

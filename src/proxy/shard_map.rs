@@ -27,9 +27,15 @@ pub enum FenceWait {
     /// A cut-over stood, and was undone (the move tries again later, or was aborted): the
     /// tables are back under the same map; run the statement again.
     Undone,
+    /// A cut-over still stands after [`FENCE_RETRY`]: run the statement again to see
+    /// whether it is gone (a cut-over undone between two looks at the moves table).
+    StillFenced,
     /// A cut-over stands, but its map did not come within `shard_map.fence_wait`.
     TimedOut,
 }
+
+/// How long a statement waits at a standing fence before it runs again.
+pub const FENCE_RETRY: Duration = Duration::from_millis(250);
 
 /// The shard map state of one proxy.
 pub struct Follower {
@@ -115,6 +121,8 @@ impl Follower {
             FenceWait::NotMoving => 1,
             FenceWait::Undone => 2,
             FenceWait::TimedOut => 3,
+            // Not an end: the statement runs again and may wait on.
+            FenceWait::StillFenced => return,
         };
         self.fence_waits[i].fetch_add(1, Ordering::Relaxed);
     }

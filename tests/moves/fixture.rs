@@ -195,6 +195,19 @@ pub async fn tables_on(ds: usize, suffix: &str) -> Vec<String> {
         .collect()
 }
 
+/// The tables in move `id`'s staging database on dsN (`order_shards__rk<id>`).
+pub async fn staged_tables(ds: usize, id: u64) -> usize {
+    let mut c = server(ds).await;
+    let n: Option<usize> = c
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?",
+            (format!("order_shards__rk{id}"),),
+        )
+        .await
+        .unwrap();
+    n.unwrap_or(0)
+}
+
 /// Every row of the moved shards' `t_order` tables on dsN (with `suffix`), order id ->
 /// amount in cents.
 pub async fn orders_on(ds: usize, suffix: &str) -> HashMap<u64, i64> {
@@ -383,6 +396,23 @@ async fn read(r: usize, opts: &[Opts], stop: &AtomicBool, seeded: &[(u64, u8)]) 
         let (id, code) = seeded[i % seeded.len()];
         let conn = &mut conns[i % opts.len()];
         let started = Instant::now();
+        if i % 7 == 0 {
+            // A scatter over every shard, and one over the moved channel's.
+            let sql = if i % 2 == 0 {
+                "SELECT COUNT(*) FROM t_order"
+            } else {
+                "SELECT COUNT(*) FROM t_order WHERE channel = 'BIZ_CHANNEL'"
+            };
+            let started = Instant::now();
+            let result: Result<Option<u64>, _> = conn.query_first(sql).await;
+            note(&mut seen, BIZ, started.elapsed());
+            match result {
+                Ok(Some(n)) if n > 0 => seen.acked += 1,
+                Ok(_) => seen.empty_reads += 1,
+                Err(e) => seen.errors.push(format!("{sql}: {e}")),
+            }
+            continue;
+        }
         let result: Result<Option<(u64, String)>, _> = if i % 3 == 0 {
             conn.query_first(format!(
                 "SELECT order_id, status FROM t_order WHERE order_id = {id}"

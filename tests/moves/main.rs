@@ -180,7 +180,8 @@ async fn an_abort_before_the_cut_over_leaves_the_source_serving() {
         // Killed after its copy, then aborted.
         let ran = shards_move(&["--to", "ds2"], Some("copied")).await;
         assert_eq!(ran.code, None);
-        assert_eq!(tables_on(2, "").await.len(), 8, "the copy is there");
+        assert_eq!(staged_tables(2, 2).await, 8, "the copy is staged");
+        assert!(tables_on(2, "").await.is_empty(), "no proxy reaches the copy");
         let ran = shards_move(&["--abort"], None).await;
         assert_eq!(ran.code, Some(0), "the abort failed");
         assert_eq!(move_row(2).await.0, "aborted");
@@ -192,6 +193,7 @@ async fn an_abort_before_the_cut_over_leaves_the_source_serving() {
         assert_eq!(tables_on(1, "").await.len(), 8, "the source serves under the tables' names");
         assert!(tables_on(1, "__moved_1").await.is_empty());
         assert!(tables_on(2, "").await.is_empty(), "the target's copy is gone");
+        assert_eq!(staged_tables(2, 1).await + staged_tables(2, 2).await, 0);
         assert_eq!(replication_connections(2).await, 0);
         assert_eq!(a.proxy.map_version(), 1);
         eprintln!(

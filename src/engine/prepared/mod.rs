@@ -367,7 +367,7 @@ impl Session {
         statement: &mut PreparedStatement,
         payload: &[u8],
     ) -> Result<(), ProxyError> {
-        let mut fences = 0;
+        let mut fences = super::fence::Fences::default();
         loop {
             let version = self.rt.config.sharding.map_version;
             let written = client.stream.packets_written();
@@ -375,11 +375,7 @@ impl Session {
             let Err(e) = &result else { return result };
             let untouched =
                 written == client.stream.packets_written() && client.held_back.is_none();
-            if fences == super::fence::MAX_FENCES {
-                return result;
-            }
-            fences += 1;
-            match self.after_fence(e, version, untouched).await {
+            match self.after_fence(&mut fences, e, version, untouched).await {
                 AfterFence::Stands => return result,
                 AfterFence::RunAgain => {}
                 AfterFence::Replace(e) => return Err(e),
