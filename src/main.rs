@@ -86,7 +86,8 @@ enum ShardsCmd {
     /// Move shards to another datasource while the applications keep writing: copy, catch
     /// up, verify, cut over (docs/operations.md, "Moving shards"). Resumable: run the same
     /// command again after a kill or an error to go on. Exit 0: done; 1: the checksums
-    /// differ (nothing cut over); 2: not finished (rerun to go on).
+    /// differ (nothing cut over); 2: refused (bad arguments or usage: nothing done); 3: not
+    /// finished (rerun to go on).
     Move {
         /// The shards, `8-11` or `8`, all on one datasource.
         #[arg(long, value_parser = routekey_proxy::config::shard_map::parse_shard_range)]
@@ -256,6 +257,7 @@ fn main() -> ExitCode {
                             catch_up_timeout,
                             connect_timeout: Duration::from_secs(10),
                             terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                            command: format!("routekey-proxy -c {}", cli.config.display()),
                         },
                     )
                 }

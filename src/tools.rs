@@ -39,6 +39,9 @@ pub fn config_summary(c: &Config) -> String {
             )
         ));
     }
+    out.push_str(
+        "  (the placement above is the file's: once the shard map table is seeded, it decides; `routekey-proxy shards status` prints it)\n",
+    );
     let (on, off): (Vec<_>, Vec<_>) = c
         .channels
         .iter()
@@ -149,7 +152,8 @@ pub fn run_backfill(
 }
 
 /// Runs `shards move` to its end, prints the summary on stdout and returns the exit status
-/// (0 done, 1 the checksums differ, 2 not finished: rerun to go on). Ctrl-C or SIGTERM stop
+/// (0 done, 1 the checksums differ, 3 not finished: rerun to go on; 2, from the caller,
+/// when it could not start). Ctrl-C or SIGTERM stop
 /// it at the next safe point (never with the fence standing); a rerun goes on.
 ///
 /// # Errors
@@ -182,7 +186,9 @@ where
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
         let (summary, status) = run(stop_on_ctrl_c()).await?;
-        println!("{}", summary.trim_end());
+        // A closed stdout (`| head`) is not an error of the tool.
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "{}", summary.trim_end());
         Ok(status)
     })
 }

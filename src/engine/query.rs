@@ -147,7 +147,8 @@ impl Session {
             let Err(e) = &result else { break result };
             let untouched =
                 written == client.stream.packets_written() && client.held_back.is_none();
-            match self.after_fence(&mut fences, e, version, untouched).await {
+            // Boxed: the wait reads the meta datasource (a large future), rarely.
+            match Box::pin(self.after_fence(&mut fences, e, version, untouched)).await {
                 AfterFence::Stands => break result,
                 AfterFence::RunAgain => {}
                 AfterFence::Replace(e) => break Err(e),

@@ -39,6 +39,8 @@ pub struct MoveOptions {
     pub connect_timeout: Duration,
     /// Progress bars (a terminal) instead of lines.
     pub terminal: bool,
+    /// How to run this command again (`routekey-proxy -c FILE`), for the hints printed.
+    pub command: String,
 }
 
 /// What a run touches: the meta datasource, the source and target primaries, the moved

@@ -30,11 +30,15 @@ use crate::config::shard_map::ShardMap;
 use ctx::{check_replica, datasource_index, failpoint, moved_tables};
 use state::{Move, Moves, Step};
 
+/// The exit status of a run that stopped before the end: run it again to go on (0: done, 1:
+/// the checksums differ, 2: refused, nothing done).
+pub const NOT_FINISHED: u8 = 3;
+
 /// Copies one run starts before it gives up (the target's replication broke after each).
 const MAX_COPIES: u32 = 5;
 
 /// Runs `shards move`; the summary and the exit status (0 done, 1 the checksums differ,
-/// 2 not finished: rerun to go on).
+/// [`NOT_FINISHED`]: rerun to go on).
 ///
 /// # Errors
 /// The run could not start (a bad argument, an unreachable meta datasource).
@@ -143,7 +147,7 @@ pub async fn run(
         }
         (Action::Reverse, None) => {
             let last = moves
-                .switched(&mut meta)
+                .done(&mut meta)
                 .await?
                 .into_iter()
                 .find(|m| m.shards == options.shards)
@@ -261,7 +265,7 @@ async fn start(
     let st = servers::replica_status(&mut target).await?;
     if st.exists {
         return Err(format!(
-            "{to} has a replication connection `{}` already (another move's?); remove it (STOP SLAVE '{0}'; RESET SLAVE '{0}' ALL) or finish that move",
+            "{to} has a replication connection `{}` already (another move's?); finish that move (--finish) or remove it (STOP SLAVE '{0}'; RESET SLAVE '{0}' ALL)",
             servers::CONNECTION
         ));
     }
@@ -283,7 +287,7 @@ async fn steps(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> 
                     mv.id,
                     mv.step.name()
                 ),
-                2,
+                NOT_FINISHED,
             ));
         }
         let result = match mv.step {
@@ -340,13 +344,14 @@ async fn steps(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> 
             let _ = ctx.record(&mv).await;
             return Ok((
                 format!(
-                    "move {}: stopped at step {}: {e}\nrerun `routekey-proxy shards move --shards {} --to {}` to go on, or --abort",
+                    "move {}: stopped at step {}: {e}\nrerun `{} shards move --shards {} --to {}` to go on, or --abort",
                     mv.id,
                     mv.step.name(),
+                    ctx.options.command,
                     state::shards_text(&mv.shards),
                     mv.target
                 ),
-                2,
+                NOT_FINISHED,
             ));
         }
         if mv.step != Step::Copy {
@@ -527,7 +532,7 @@ async fn abort(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> 
         }
     }
     mv.step = Step::Aborted;
-    mv.detail = Some("aborted".into());
+    mv.detail = None;
     ctx.record(&mv).await?;
     Ok((
         format!(
@@ -581,6 +586,11 @@ async fn finish(
                     )
                 })?;
         }
+        // A switched move's target may still hold its stopped replication connection (its
+        // removal after the switch failed).
+        let target = &config.datasources[datasource_index(config, &mv.target)?];
+        let (mut target, _) = servers::primary(target, options.connect_timeout).await?;
+        servers::forget_replication(&mut target).await?;
         mv.step = Step::Finished;
         mv.detail = None;
         moves.record(meta, &mv).await?;
@@ -629,6 +639,7 @@ pub async fn status(config: &Config, connect_timeout: Duration) -> Result<String
             m.target,
             m.step.name(),
             m.map_version
+                .filter(|_| matches!(m.step, Step::Switched | Step::Finished | Step::Fenced))
                 .map_or(String::new(), |v| format!(", map version {v}")),
             m.pause_ms
                 .map_or(String::new(), |p| format!(", writes paused {p} ms")),

@@ -181,6 +181,14 @@ impl Moves<'_> {
             .next())
     }
 
+    /// Switched or finished moves, newest first.
+    ///
+    /// # Errors
+    /// The meta datasource's.
+    pub async fn done(&self, conn: &mut mysql_async::Conn) -> Result<Vec<Move>, String> {
+        self.select(conn, "step IN ('switched', 'finished')").await
+    }
+
     /// Switched moves (their source tables kept, renamed), newest first.
     ///
     /// # Errors

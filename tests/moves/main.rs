@@ -196,6 +196,10 @@ async fn an_abort_before_the_cut_over_leaves_the_source_serving() {
         assert_eq!(staged_tables(2, 1).await + staged_tables(2, 2).await, 0);
         assert_eq!(replication_connections(2).await, 0);
         assert_eq!(a.proxy.map_version(), 1);
+        // Refusals change nothing and say so with status 2; not finished is 3.
+        assert_eq!(shards_move(&["--to", "ds9"], None).await.code, Some(2));
+        assert_eq!(shards_move(&["--abort"], None).await.code, Some(2));
+        assert_eq!(shards_move(&["--to", "ds1"], None).await.code, Some(2));
         eprintln!(
             "abort: {checked} moved-channel orders on ds1, {} statements acknowledged; fence waits {:?} {:?}",
             t.acked,
