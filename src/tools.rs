@@ -131,6 +131,7 @@ pub fn run_verify(
     options: &crate::legacy::verify::VerifyOptions,
 ) -> Result<u8, String> {
     run_to_end(|stop| async move {
+        let config = &crate::moves::placed(config).await?;
         let outcome = crate::legacy::verify::verify(config, options, &stop).await?;
         Ok((outcome.summary(&options.scan.scope), outcome.exit_code()))
     })
@@ -146,7 +147,7 @@ pub fn run_backfill(
     options: &crate::legacy::backfill::BackfillOptions,
 ) -> Result<u8, String> {
     run_to_end(|stop| async move {
-        let outcome = crate::legacy::backfill::backfill(config, options, &stop).await?;
+        let outcome = crate::legacy::backfill::backfill(&crate::moves::placed(config).await?, options, &stop).await?;
         Ok((outcome.summary(options), outcome.exit_code()))
     })
 }

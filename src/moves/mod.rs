@@ -650,3 +650,24 @@ pub async fn status(config: &Config, connect_timeout: Duration) -> Result<String
     }
     Ok(out)
 }
+
+/// `config` with the shard map table's newest version applied (as the proxies route), for
+/// the tools that read the shards (`verify`, `index backfill`); `config` itself when the
+/// table does not exist yet.
+///
+/// # Errors
+/// The meta datasource did not answer, or the newest version names a datasource the
+/// configuration lacks.
+pub async fn placed(config: &Config) -> Result<Config, String> {
+    let (map_table, _) = crate::route::shard_map::table_names(config);
+    let meta_ds = config.datasource(config.index.datasource);
+    let (mut meta, _) = servers::primary(meta_ds, Duration::from_secs(10)).await?;
+    match crate::route::shard_map::newest(&mut meta, &map_table).await {
+        Ok(Some(map)) => map.apply(config),
+        Ok(None) => Ok(config.clone()),
+        Err(mysql_async::Error::Server(e)) if e.code == crate::error::ER_NO_SUCH_TABLE => {
+            Ok(config.clone())
+        }
+        Err(e) => Err(format!("reading the shard map: {e}")),
+    }
+}
