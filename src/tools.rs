@@ -147,7 +147,9 @@ pub fn run_backfill(
     options: &crate::legacy::backfill::BackfillOptions,
 ) -> Result<u8, String> {
     run_to_end(|stop| async move {
-        let outcome = crate::legacy::backfill::backfill(&crate::moves::placed(config).await?, options, &stop).await?;
+        let outcome =
+            crate::legacy::backfill::backfill(&crate::moves::placed(config).await?, options, &stop)
+                .await?;
         Ok((outcome.summary(options), outcome.exit_code()))
     })
 }

@@ -118,7 +118,9 @@ impl Ctx<'_> {
 }
 
 /// Kills the process at a named point when `ROUTEKEY_MOVE_KILL_AT` names it (tests of a
-/// rerun after SIGKILL): `copied`, `caught_up`, `verified`, `fenced`, `published`.
+/// rerun after SIGKILL): `copied`, `caught_up`, `verified`, `fenced` (the fence standing,
+/// the copy still staged), `placed` (the copy in place, the map not published),
+/// `published`.
 pub fn failpoint(point: &str) {
     if std::env::var("ROUTEKEY_MOVE_KILL_AT").is_ok_and(|p| p == point) {
         eprintln!("shards move: failpoint {point}: SIGKILL");
@@ -272,4 +274,34 @@ pub async fn row_count(conn: &mut mysql_async::Conn, tables: &[MovedTable]) -> R
         total += n.unwrap_or(0);
     }
     Ok(total)
+}
+
+/// Each moved table's columns on the source and its staged copy's on the target are the
+/// same (names, types, nullability, order).
+///
+/// # Errors
+/// A server's, or a definition changed on the source since the copy (DDL does not reach
+/// the staged copy): the move must start again.
+pub async fn same_definitions(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    const COLUMNS: &str = "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION";
+    type Column = (String, String, String);
+    for (t, staged) in ctx.tables.clone().iter().zip(ctx.staged()) {
+        let source: Vec<Column> = ctx
+            .source
+            .exec(COLUMNS, (&t.database, &t.table))
+            .await
+            .map_err(|e| e.to_string())?;
+        let target: Vec<Column> = ctx
+            .target
+            .exec(COLUMNS, (&staged.database, &staged.table))
+            .await
+            .map_err(|e| e.to_string())?;
+        if source != target {
+            return Err(format!(
+                "the definition of {} changed on the source during the move (DDL does not reach the staged copy): --abort the move and start it again",
+                t.sql()
+            ));
+        }
+    }
+    Ok(())
 }

@@ -22,6 +22,9 @@ use crate::config::shard_map::ShardMap;
 /// Time between two looks while the cut-over waits for its moment.
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
+/// The longest wait between two renames that open transactions made time out.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
 /// `RENAME TABLE a TO a<suffix>, ...` (`back`: the other way).
 fn rename_sql(tables: &[MovedTable], suffix: &str, back: bool) -> String {
     let pairs: Vec<String> = tables
@@ -125,6 +128,9 @@ pub async fn cut_over(ctx: &mut Ctx<'_>, mv: &mut Move) -> Result<(), String> {
             tokio::time::sleep(RETRY_PAUSE).await;
             continue;
         }
+        // DDL on a moved table since the copy does not reach the staged copy (the
+        // replication applies the staged tables' row events only): refuse to cut over.
+        ctx::same_definitions(ctx).await?;
         attempts += 1;
         let map = next_map(ctx, mv).await?;
         mv.map_version = Some(map.version);
@@ -144,8 +150,13 @@ pub async fn cut_over(ctx: &mut Ctx<'_>, mv: &mut Move) -> Result<(), String> {
                 "attempt {attempts}: the fence waited for open transactions: {e}"
             ));
             ctx.record(mv).await?;
-            ctx.say(&format!("cut-over attempt {attempts}: {e}; trying again"));
-            tokio::time::sleep(RETRY_PAUSE).await;
+            // Backing off: each attempt pauses the moved shards' writes for as long as the
+            // rename waits.
+            let backoff = (RETRY_PAUSE * 2u32.pow(attempts.min(6))).min(MAX_BACKOFF);
+            ctx.say(&format!(
+                "cut-over attempt {attempts}: {e}; trying again in {backoff:?}"
+            ));
+            tokio::time::sleep(backoff).await;
             continue;
         }
         // A branch prepared before the rename commits into the renamed table: none may be.
@@ -196,6 +207,7 @@ async fn finish_fenced(
     map: ShardMap,
     started: Option<Instant>,
 ) -> Result<(), String> {
+    ctx::failpoint("fenced");
     servers::stop_replication(&mut ctx.target).await?;
     // The copies move from the staging databases into place: from now on (and not before)
     // a proxy that routes the shards to the target finds them.
@@ -227,7 +239,7 @@ async fn finish_fenced(
             ))
             .await;
     }
-    ctx::failpoint("fenced");
+    ctx::failpoint("placed");
     if !published(ctx, &map).await? {
         crate::route::shard_map::publish(
             &mut ctx.meta,

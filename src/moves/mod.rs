@@ -240,10 +240,11 @@ async fn start(
     let (mut target, _) =
         servers::primary(&config.datasources[target_index], options.connect_timeout).await?;
     let tables = moved_tables(config, &options.shards);
-    let rows = ctx::row_count(&mut target, &tables).await?;
-    if rows > 0 {
+    let (present, _) = ctx::existing(&mut target, &tables, "").await?;
+    if present > 0 {
+        let rows = ctx::row_count(&mut target, &tables).await?;
         return Err(format!(
-            "{to} already holds {rows} rows in the moved shards' tables ({}, ...): not a move's leftover to overwrite; drop them or choose another datasource",
+            "{to} already has {present} of the moved shards' tables ({}, ...; {rows} rows): the move would not be the only writer of them; drop them or choose another datasource",
             tables[0].sql()
         ));
     }
@@ -269,9 +270,32 @@ async fn start(
             servers::CONNECTION
         ));
     }
-    Moves { table: moves_table }
-        .insert(meta, &options.shards, &source, to)
-        .await
+    let moves = Moves { table: moves_table };
+    let mut mv = moves.insert(meta, &options.shards, &source, to).await?;
+    // Its staging databases must be the move's own: one that exists is someone else's.
+    let mut staging: Vec<String> = tables
+        .iter()
+        .map(|t| ctx::staging_database(&t.database, mv.id))
+        .collect();
+    staging.dedup();
+    for db in &staging {
+        let n: Option<u64> = target
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+                (db,),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        if n.unwrap_or(0) > 0 {
+            mv.step = Step::Aborted;
+            mv.detail = Some(format!("{to} has a database {db} already"));
+            moves.record(meta, &mv).await?;
+            return Err(format!(
+                "{to} has a database {db} already, the name this move would stage its copy under: rename or drop it, then move again"
+            ));
+        }
+    }
+    Ok(mv)
 }
 
 /// The steps from where the move stands to switched.
@@ -493,12 +517,20 @@ async fn verify(ctx: &mut Ctx<'_>, mv: &Move) -> Result<checksum::Comparison, St
 
 /// `--abort`: the move under way undone before its map is published.
 async fn abort(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> {
-    let fenced = mv.step == Step::Fenced;
-    if fenced {
+    if mv.step == Step::Fenced {
         if cutover::is_published(ctx, &mv).await? {
             return Err(format!(
                 "move {}: its shard map version is published; the target serves the shards: move them back with --reverse",
                 mv.id
+            ));
+        }
+        let (placed, _) = ctx::existing(&mut ctx.target, &ctx.tables, "").await?;
+        if placed > 0 {
+            // A proxy on an old map that routes the shards to the target (a move back) may
+            // have written there since: dropping the copy would lose those writes.
+            return Err(format!(
+                "move {}: the copy is in place on {} already (a run stopped between placing it and publishing the map): only going on is safe; rerun the move",
+                mv.id, mv.target
             ));
         }
         let (renamed, _) = ctx::existing(&mut ctx.source, &ctx.tables, &mv.suffix).await?;
@@ -521,15 +553,6 @@ async fn abort(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> 
             ))
             .await
             .map_err(|e| format!("dropping the target's staging database {db}: {e}"))?;
-    }
-    if fenced {
-        // A run killed after it moved the copies into place, before it published the map.
-        for t in &ctx.tables {
-            ctx.target
-                .query_drop(format!("DROP TABLE IF EXISTS {}", t.sql()))
-                .await
-                .map_err(|e| format!("dropping the target's copy {}: {e}", t.sql()))?;
-        }
     }
     mv.step = Step::Aborted;
     mv.detail = None;

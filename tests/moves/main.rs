@@ -139,7 +139,14 @@ async fn a_move_killed_after_each_step_finishes_when_run_again() {
         let load = Load::start(&[&a, &c], 4, 4, seeded_orders().await).await;
         tokio::time::sleep(SECOND).await;
         let mut steps = Vec::new();
-        for point in ["copied", "caught_up", "verified", "fenced", "published"] {
+        for point in [
+            "copied",
+            "caught_up",
+            "verified",
+            "fenced",
+            "placed",
+            "published",
+        ] {
             let ran = shards_move(&["--to", "ds2"], Some(point)).await;
             assert_eq!(ran.code, None, "the run was to be killed at {point}");
             steps.push((point, move_row(1).await.0));
@@ -147,7 +154,9 @@ async fn a_move_killed_after_each_step_finishes_when_run_again() {
         eprintln!("killed at / step recorded: {steps:?}");
         assert_eq!(
             steps.iter().map(|s| s.1.as_str()).collect::<Vec<_>>(),
-            ["catch_up", "verify", "cut_over", "fenced", "fenced"]
+            [
+                "catch_up", "verify", "cut_over", "fenced", "fenced", "fenced"
+            ]
         );
         let ran = shards_move(&["--to", "ds2"], None).await;
         assert_eq!(ran.code, Some(0), "the last run failed");
@@ -196,10 +205,34 @@ async fn an_abort_before_the_cut_over_leaves_the_source_serving() {
         assert_eq!(staged_tables(2, 1).await + staged_tables(2, 2).await, 0);
         assert_eq!(replication_connections(2).await, 0);
         assert_eq!(a.proxy.map_version(), 1);
+        // Killed with the copy in place (the map not published): only going on is safe.
+        let ran = shards_move(&["--to", "ds2"], Some("placed")).await;
+        assert_eq!(ran.code, None);
+        let ran = shards_move(&["--abort"], None).await;
+        assert_eq!(ran.code, Some(2), "an abort with the copy in place must be refused");
+        let ran = shards_move(&["--to", "ds2"], None).await;
+        assert_eq!(ran.code, Some(0), "the rerun failed");
+        assert_eq!(move_row(3).await.0, "switched");
+        wait_version(&a, 2, 5 * SECOND).await;
         // Refusals change nothing and say so with status 2; not finished is 3.
         assert_eq!(shards_move(&["--to", "ds9"], None).await.code, Some(2));
         assert_eq!(shards_move(&["--abort"], None).await.code, Some(2));
-        assert_eq!(shards_move(&["--to", "ds1"], None).await.code, Some(2));
+        assert_eq!(shards_move(&["--to", "ds2"], None).await.code, Some(2));
+        // DDL on a moved table during a move (here the way back) refuses the cut-over.
+        let ran = shards_move(&["--reverse"], Some("verified")).await;
+        assert_eq!(ran.code, None);
+        {
+            use mysql_async::prelude::*;
+            let mut ds2 = server(2).await;
+            ds2.query_drop("ALTER TABLE order_shards.t_order_12 ADD COLUMN extra INT NULL")
+                .await
+                .unwrap();
+        }
+        let ran = shards_move(&["--to", "ds1"], None).await;
+        assert_eq!(ran.code, Some(3));
+        assert!(ran.stdout.contains("changed on the source"), "{}", ran.stdout);
+        assert_eq!(shards_move(&["--abort"], None).await.code, Some(0));
+        assert_eq!(tables_on(2, "").await.len(), 8, "ds2 serves on");
         eprintln!(
             "abort: {checked} moved-channel orders on ds1, {} statements acknowledged; fence waits {:?} {:?}",
             t.acked,
