@@ -265,6 +265,23 @@ ensure_installed() {
     command -v python3 >/dev/null 2>&1 || die "python3 not found on PATH"
 }
 
+# The sandboxes' ports (33000-34999: every sandbox of the scripts and tests, replicas
+# included) are taken out of the kernel's ephemeral range, so an outgoing connection of a
+# test or a replica never holds one of them as its local port when a server starts there
+# (mariadbd then exits: "Address already in use"). Best effort: root only, the setting is
+# kept as it is when it cannot be written.
+reserve_ports() {
+    local f=/proc/sys/net/ipv4/ip_local_reserved_ports current
+    [[ "$(id -u)" == 0 && -w "$f" ]] || return 0
+    current="$(cat "$f" 2>/dev/null || true)"
+    case ",$current," in *",33000-34999,"*) return 0 ;; esac
+    if [[ -z "$current" ]]; then
+        printf '33000-34999\n' >"$f" 2>/dev/null || true
+    else
+        printf '%s,33000-34999\n' "$current" >"$f" 2>/dev/null || true
+    fi
+}
+
 ensure_sandbox_dir() {
     if [[ -d "$SANDBOX_DIR" ]]; then
         if [[ ! -e "$SANDBOX_DIR/$MARKER" ]] && [[ -n "$(ls -A "$SANDBOX_DIR")" ]]; then
@@ -772,6 +789,7 @@ cmd_up() {
             || die "replica ports (datasource port + 10*k) collide with ROUTEKEY_DS0_PORT/DS1_PORT"
     done
     ensure_installed
+    reserve_ports
     ensure_sandbox_dir
     remove_replicas_beyond "$replicas"
     # The canonical topology: dsX is its primary, dsXr1..dsXrN its replicas.
@@ -917,6 +935,7 @@ cmd_start() {
         return 0
     fi
     [[ -f "$SANDBOX_DIR/tls/.complete" ]] || die "no certificates in $SANDBOX_DIR/tls (scripts/sandbox.sh up)"
+    reserve_ports
     start_server "$name"
     wait_ready "$name"
     primary="$(primary_of "$(ds_of "$name")")"
