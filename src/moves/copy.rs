@@ -24,17 +24,29 @@ const BATCH_ROWS: usize = 500;
 /// # Errors
 /// A server's; the move stays at its copy step (a rerun starts the copy over).
 pub async fn copy(ctx: &mut Ctx<'_>) -> Result<(String, u64), String> {
+    prepare_target(ctx).await?;
+    copy_snapshot(ctx).await
+}
+
+/// `CREATE DATABASE IF NOT EXISTS db` on the target.
+async fn create_database(target: &mut mysql_async::Conn, db: &str) -> Result<(), String> {
+    target
+        .query_drop(format!(
+            "CREATE DATABASE IF NOT EXISTS {}",
+            crate::sql::quote_ident(db)
+        ))
+        .await
+        .map_err(|e| format!("creating database {db} on the target: {e}"))
+}
+
+/// The target made ready for a copy: no replication connection of an earlier attempt, the
+/// datasource's and the shard databases, fresh staging databases with the moved tables'
+/// definitions. The source must log ROW.
+async fn prepare_target(ctx: &mut Ctx<'_>) -> Result<(), String> {
     servers::forget_replication(&mut ctx.target).await?;
     // The database the target datasource's connections select (a new server has none).
-    let target_ds = ctx.config.datasource(ctx.target_id()).clone();
-    if let Some(db) = &target_ds.database {
-        ctx.target
-            .query_drop(format!(
-                "CREATE DATABASE IF NOT EXISTS {}",
-                crate::sql::quote_ident(db)
-            ))
-            .await
-            .map_err(|e| format!("creating database {db} on the target: {e}"))?;
+    if let Some(db) = ctx.config.datasource(ctx.target_id()).database.clone() {
+        create_database(&mut ctx.target, &db).await?;
     }
     // Row-based binary logging: the target's replication renames the database of row
     // events into the staging database (`replicate_rewrite_db` rewrites a statement's
@@ -53,17 +65,11 @@ pub async fn copy(ctx: &mut Ctx<'_>) -> Result<(String, u64), String> {
             format.unwrap_or_default()
         ));
     }
-    let mut real: Vec<&String> = ctx.tables.iter().map(|t| &t.database).collect();
+    let mut real: Vec<String> = ctx.tables.iter().map(|t| t.database.clone()).collect();
     real.dedup();
     for db in real {
         // Where the copies go at the cut-over.
-        ctx.target
-            .query_drop(format!(
-                "CREATE DATABASE IF NOT EXISTS {}",
-                crate::sql::quote_ident(db)
-            ))
-            .await
-            .map_err(|e| format!("creating database {db} on the target: {e}"))?;
+        create_database(&mut ctx.target, &db).await?;
     }
     for db in ctx.staging_databases() {
         ctx.target
@@ -89,6 +95,12 @@ pub async fn copy(ctx: &mut Ctx<'_>) -> Result<(String, u64), String> {
             .await
             .map_err(|e| format!("creating {} on the target: {e}", staged.sql()))?;
     }
+    Ok(())
+}
+
+/// The snapshot copied into the staging databases and the target's replication started
+/// from its position; the position and the rows copied.
+async fn copy_snapshot(ctx: &mut Ctx<'_>) -> Result<(String, u64), String> {
     // The snapshot: a transaction of its own, on a connection of its own, taken when no XA
     // branch is prepared on the source (a branch prepared before the snapshot and committed
     // after it would stop the target's replication: its XA COMMIT names an xid the target

@@ -61,9 +61,61 @@ pub async fn run(
             count - 1
         ));
     }
+    let (mut meta, map_table, moves_table, newest) = open_moves(config, options).await?;
+    let active = Moves {
+        table: &moves_table,
+    }
+    .active(&mut meta)
+    .await?;
+    if options.action == Action::Finish {
+        if let Some(a) = active.filter(|a| a.shards == options.shards) {
+            return Err(format!(
+                "move {} of shards {} is at step {}: it must switch (or be aborted) before --finish",
+                a.id,
+                state::shards_text(&a.shards),
+                a.step.name()
+            ));
+        }
+        return finish(config, options, &mut meta, &moves_table).await;
+    }
+    let mv = choose(config, options, &mut meta, &moves_table, &newest, active).await?;
+    let mut ctx = connect(config, options, meta, map_table, moves_table, &mv, stop).await?;
+    if options.action == Action::Abort {
+        return abort(&mut ctx, mv).await;
+    }
+    steps(&mut ctx, mv).await
+}
+
+/// The meta datasource's primary and the shard map and moves tables' names.
+async fn meta_connection(
+    config: &Config,
+    timeout: Duration,
+) -> Result<(mysql_async::Conn, String, String), String> {
     let (map_table, moves_table) = crate::route::shard_map::table_names(config);
     let meta_ds = config.datasource(config.index.datasource);
-    let (mut meta, _) = servers::primary(meta_ds, options.connect_timeout).await?;
+    let (meta, _) = servers::primary(meta_ds, timeout).await?;
+    Ok((meta, map_table, moves_table))
+}
+
+/// The newest shard map version; `None` when the table is empty or not there yet.
+async fn newest_if_any(
+    meta: &mut mysql_async::Conn,
+    map_table: &str,
+) -> Result<Option<ShardMap>, String> {
+    match crate::route::shard_map::newest(meta, map_table).await {
+        Err(mysql_async::Error::Server(e)) if e.code == crate::error::ER_NO_SUCH_TABLE => Ok(None),
+        read => read.map_err(|e| format!("reading the shard map: {e}")),
+    }
+}
+
+/// The meta datasource for a run: the move lock taken, the tables there (seeded), and the
+/// newest shard map version.
+async fn open_moves(
+    config: &Config,
+    options: &MoveOptions,
+) -> Result<(mysql_async::Conn, String, String, ShardMap), String> {
+    let (mut meta, map_table, moves_table) =
+        meta_connection(config, options.connect_timeout).await?;
     use mysql_async::prelude::Queryable;
     // One run at a time, fleet-wide: a named lock on the meta datasource, released when
     // this connection ends (a killed run's too).
@@ -101,22 +153,20 @@ pub async fn run(
         .await
         .map_err(|e| format!("reading the shard map: {e}"))?
         .ok_or("the shard map table is empty")?;
-    let moves = Moves {
-        table: &moves_table,
-    };
-    let active = moves.active(&mut meta).await?;
-    let mv = match (&options.action, active) {
-        (Action::Finish, Some(a)) if a.shards == options.shards => {
-            return Err(format!(
-                "move {} of shards {} is at step {}: it must switch (or be aborted) before --finish",
-                a.id,
-                state::shards_text(&a.shards),
-                a.step.name()
-            ));
-        }
-        (Action::Finish, _) => {
-            return finish(config, options, &mut meta, &moves_table).await;
-        }
+    Ok((meta, map_table, moves_table, newest))
+}
+
+/// The move a run works on: the one under way (when the options name it), or a new one.
+async fn choose(
+    config: &Config,
+    options: &MoveOptions,
+    meta: &mut mysql_async::Conn,
+    moves_table: &str,
+    newest: &ShardMap,
+    active: Option<Move>,
+) -> Result<Move, String> {
+    let moves = Moves { table: moves_table };
+    Ok(match (&options.action, active) {
         (Action::Abort, None) => {
             return Err(format!(
                 "no move of shards {} is under way",
@@ -142,12 +192,10 @@ pub async fn run(
             ));
         }
         (_, Some(a)) => a,
-        (Action::To(to), None) => {
-            start(config, options, &mut meta, &moves_table, &newest, to).await?
-        }
+        (Action::To(to), None) => start(config, options, meta, moves_table, newest, to).await?,
         (Action::Reverse, None) => {
             let last = moves
-                .done(&mut meta)
+                .done(meta)
                 .await?
                 .into_iter()
                 .find(|m| m.shards == options.shards)
@@ -157,17 +205,23 @@ pub async fn run(
                         state::shards_text(&options.shards)
                     )
                 })?;
-            start(
-                config,
-                options,
-                &mut meta,
-                &moves_table,
-                &newest,
-                &last.source,
-            )
-            .await?
+            start(config, options, meta, moves_table, newest, &last.source).await?
         }
-    };
+        (Action::Finish, None) => return Err("--finish chooses no move to run".into()),
+    })
+}
+
+/// The run's context: the source's and target's primaries (distinct servers) and the moved
+/// tables.
+async fn connect<'a>(
+    config: &'a Config,
+    options: &'a MoveOptions,
+    meta: mysql_async::Conn,
+    map_table: String,
+    moves_table: String,
+    mv: &Move,
+    stop: std::sync::Arc<crate::legacy::Stop>,
+) -> Result<Ctx<'a>, String> {
     let source_index = datasource_index(config, &mv.source)?;
     let target_index = datasource_index(config, &mv.target)?;
     let (source, source_address) =
@@ -184,7 +238,7 @@ pub async fn run(
         ));
     }
     let source = source_conn;
-    let mut ctx = Ctx {
+    Ok(Ctx {
         config,
         options,
         meta,
@@ -198,11 +252,7 @@ pub async fn run(
         tables: moved_tables(config, &options.shards),
         move_id: mv.id,
         stop,
-    };
-    if options.action == Action::Abort {
-        return abort(&mut ctx, mv).await;
-    }
-    steps(&mut ctx, mv).await
+    })
 }
 
 /// A new move's checks and its row.
@@ -390,6 +440,15 @@ async fn steps(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> 
             _ => {}
         }
     }
+    Ok((summary(&mv, checked, started), 0))
+}
+
+/// What a finished move says.
+fn summary(
+    mv: &Move,
+    checked: Option<checksum::Comparison>,
+    started: std::time::Instant,
+) -> String {
     let mut out = format!(
         "move {}: shards {} moved from {} to {}: shard map version {} published; {} rows copied",
         mv.id,
@@ -414,7 +473,7 @@ async fn steps(ctx: &mut Ctx<'_>, mut mv: Move) -> Result<(String, u8), String> 
         mv.suffix,
         state::shards_text(&mv.shards)
     ));
-    Ok((out, 0))
+    out
 }
 
 /// Step 2: the target close behind the source; a broken replication starts the copy over.
@@ -633,13 +692,8 @@ async fn finish(
 /// # Errors
 /// The meta datasource did not answer.
 pub async fn status(config: &Config, connect_timeout: Duration) -> Result<String, String> {
-    let (map_table, moves_table) = crate::route::shard_map::table_names(config);
-    let meta_ds = config.datasource(config.index.datasource);
-    let (mut meta, _) = servers::primary(meta_ds, connect_timeout).await?;
-    let newest = match crate::route::shard_map::newest(&mut meta, &map_table).await {
-        Err(mysql_async::Error::Server(e)) if e.code == crate::error::ER_NO_SUCH_TABLE => None,
-        read => read.map_err(|e| format!("reading the shard map: {e}"))?,
-    };
+    let (mut meta, map_table, moves_table) = meta_connection(config, connect_timeout).await?;
+    let newest = newest_if_any(&mut meta, &map_table).await?;
     let mut out = match newest {
         Some(map) => format!("shard map version {}: {}\n", map.version, map.describe()),
         None => format!(
@@ -682,15 +736,9 @@ pub async fn status(config: &Config, connect_timeout: Duration) -> Result<String
 /// The meta datasource did not answer, or the newest version names a datasource the
 /// configuration lacks.
 pub async fn placed(config: &Config) -> Result<Config, String> {
-    let (map_table, _) = crate::route::shard_map::table_names(config);
-    let meta_ds = config.datasource(config.index.datasource);
-    let (mut meta, _) = servers::primary(meta_ds, Duration::from_secs(10)).await?;
-    match crate::route::shard_map::newest(&mut meta, &map_table).await {
-        Ok(Some(map)) => map.apply(config),
-        Ok(None) => Ok(config.clone()),
-        Err(mysql_async::Error::Server(e)) if e.code == crate::error::ER_NO_SUCH_TABLE => {
-            Ok(config.clone())
-        }
-        Err(e) => Err(format!("reading the shard map: {e}")),
+    let (mut meta, map_table, _) = meta_connection(config, Duration::from_secs(10)).await?;
+    match newest_if_any(&mut meta, &map_table).await? {
+        Some(map) => map.apply(config),
+        None => Ok(config.clone()),
     }
 }
