@@ -269,7 +269,11 @@ struct ProxyProcess {
 
 impl ProxyProcess {
     async fn start(config_path: &std::path::Path, log: &std::path::Path) -> Self {
-        let (mysql, admin) = (free_port(), free_port());
+        // Two different ports: two pickings in a row may get the same one back.
+        let mysql = free_port();
+        let admin = std::iter::repeat_with(free_port)
+            .find(|p| *p != mysql)
+            .unwrap();
         let log = std::fs::File::create(log).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_routekey-proxy"))
             .arg("--config")

@@ -39,7 +39,11 @@ impl Proc {
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("routekey.toml");
         std::fs::write(&config, demo_text()).unwrap();
-        let (port, admin) = (free_port(), free_port());
+        // Two different ports: two pickings in a row may get the same one back.
+        let port = free_port();
+        let admin = std::iter::repeat_with(free_port)
+            .find(|p| *p != port)
+            .unwrap();
         let log = std::fs::File::create(dir.join("proxy.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_routekey-proxy"))
             .args(["serve", "--config"])

@@ -227,7 +227,11 @@ async fn the_process_reloads_a_certificate_when_its_file_changes() {
         .replace("\".sandbox/tls/", &format!("\"{}/", tls_dir()));
     let config = dir.join("routekey.toml");
     std::fs::write(&config, text).unwrap();
-    let (port, admin) = (free_port(), free_port());
+    // Two different ports: two pickings in a row may get the same one back.
+    let port = free_port();
+    let admin = std::iter::repeat_with(free_port)
+        .find(|p| *p != port)
+        .unwrap();
     let log = std::fs::File::create(dir.join("proxy.log")).unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_routekey-proxy"))
         .args(["serve", "--config"])

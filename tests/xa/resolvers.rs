@@ -227,7 +227,11 @@ async fn a_killed_server_keeps_prepared_branches_until_resolved_run() {
     let work = Workdir::new("killed-server");
     let config = work.config();
     let tables = physical_tables(&config);
-    let (port, admin) = (free_port(), free_port());
+    // Two different ports: two pickings in a row may get the same one back.
+    let port = free_port();
+    let admin = std::iter::repeat_with(free_port)
+        .find(|p| *p != port)
+        .unwrap();
     let eu = [new_id(EU), new_id(EU)];
     let biz = [new_id(BIZ), new_id(BIZ)];
     let all = [eu[0], eu[1], biz[0], biz[1]];
